@@ -1,0 +1,189 @@
+// swift-tools-version:6.1
+//
+// Ferry — a resumable background upload daemon for Linux.
+//
+// The modules follow the data path, each with one job:
+//
+//   FerrySpool      finds files in spool directories (inotify + rescans)      spool
+//   FerryQueue      the durable job queue in SQLite (GRDB)                    queue
+//   FerryMultipart  the RFC 7578 multipart/form-data body encoder             body
+//   FerryTransport  sends a body over HTTP(S) (AsyncHTTPClient), retry rules  transport
+//   FerryDaemon     composes the above: scheduler, pipeline, disposition      disposition
+//
+// FerryConfig parses ferry.toml; FerryReceiver is a loopback multipart receiver used by
+// `ferryd demo`, the tests and the benchmarks; FerrySystem holds the POSIX file helpers the
+// others share, and CFerrySystem the few Linux calls Glibc's Swift overlay does not import
+// (inotify, copy_file_range, renameat2, SO_PEERCRED).
+
+import PackageDescription
+
+let package = Package(
+    name: "Ferry",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "ferryd", targets: ["ferryd"]),
+        .executable(name: "ferryctl", targets: ["ferryctl"]),
+        .executable(name: "ferry-receiver", targets: ["ferry-receiver"]),
+        .library(name: "FerryMultipart", targets: ["FerryMultipart"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.0"),
+        .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        .package(url: "https://github.com/LebJe/TOMLKit", from: "0.6.0"),
+        .package(url: "https://github.com/apple/swift-crypto", from: "3.12.0"),
+        .package(url: "https://github.com/apple/swift-system", from: "1.8.0"),
+        // Tests only: an independent multipart parser to check the encoder against.
+        .package(url: "https://github.com/vapor/multipart-kit", from: "4.7.0"),
+    ],
+    targets: [
+        .target(name: "CFerrySystem"),
+        .target(
+            name: "FerrySystem",
+            dependencies: [
+                "CFerrySystem",
+                .product(name: "SystemPackage", package: "swift-system"),
+            ]
+        ),
+        .target(
+            name: "FerryMultipart",
+            dependencies: [
+                "FerrySystem",
+                .product(name: "SystemPackage", package: "swift-system"),
+            ]
+        ),
+        .target(
+            name: "FerryConfig",
+            dependencies: [
+                "FerryMultipart",
+                .product(name: "TOMLKit", package: "TOMLKit"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "SystemPackage", package: "swift-system"),
+            ]
+        ),
+        .target(
+            name: "FerryQueue",
+            dependencies: [
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ]
+        ),
+        .target(
+            name: "FerrySpool",
+            dependencies: [
+                "CFerrySystem",
+                "FerrySystem",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "SystemPackage", package: "swift-system"),
+            ]
+        ),
+        .target(
+            name: "FerryTransport",
+            dependencies: [
+                "FerrySystem",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "_NIOFileSystem", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .target(
+            name: "FerryReceiver",
+            dependencies: [
+                "CFerrySystem",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .target(
+            name: "FerryDaemon",
+            dependencies: [
+                "CFerrySystem",
+                "FerrySystem",
+                "FerryConfig",
+                "FerryMultipart",
+                "FerryQueue",
+                "FerrySpool",
+                "FerryTransport",
+                "FerryReceiver",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "SystemPackage", package: "swift-system"),
+            ]
+        ),
+        .executableTarget(
+            name: "ferryd",
+            dependencies: [
+                "FerryDaemon",
+                "FerryConfig",
+                "FerryReceiver",
+                "FerrySystem",
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .executableTarget(
+            name: "ferryctl",
+            dependencies: [
+                "FerrySystem",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        .executableTarget(
+            name: "ferry-receiver",
+            dependencies: [
+                "FerryReceiver",
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .target(
+            name: "FerryTestSupport",
+            dependencies: [
+                "FerryReceiver",
+                "FerryQueue",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Tests/FerryTestSupport"
+        ),
+        .testTarget(
+            name: "FerryMultipartTests",
+            dependencies: [
+                "FerryMultipart",
+                .product(name: "MultipartKit", package: "multipart-kit"),
+            ]
+        ),
+        .testTarget(
+            name: "FerryConfigTests",
+            dependencies: ["FerryConfig"]
+        ),
+        .testTarget(
+            name: "FerryQueueTests",
+            dependencies: ["FerryQueue"]
+        ),
+        .testTarget(
+            name: "FerryTransportTests",
+            dependencies: ["FerryTransport", "FerryReceiver", "FerryTestSupport"]
+        ),
+        .testTarget(
+            name: "FerryIntegrationTests",
+            dependencies: [
+                "FerryTestSupport",
+                "FerryReceiver",
+                "FerryQueue",
+            ]
+        ),
+    ]
+)

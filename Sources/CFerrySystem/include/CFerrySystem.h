@@ -1,0 +1,68 @@
+// The few Linux system interfaces that Glibc's Swift overlay does not import:
+// inotify, copy_file_range and struct ucred (SO_PEERCRED). Everything here is a thin
+// pass-through so Swift code calls the kernel directly. Functions that need _GNU_SOURCE
+// are defined in shim.c, so this header does not change the system headers' definitions
+// (which would clash with other C modules, such as swift-system's).
+#ifndef CFERRY_SYSTEM_H
+#define CFERRY_SYSTEM_H
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <sys/inotify.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+/// copy_file_range(2): copies `len` bytes from `fd_in` at `*off_in` to `fd_out` at `*off_out`
+/// inside the kernel (reflinks on filesystems that support it).
+ssize_t cferry_copy_file_range(int fd_in, int64_t *off_in, int fd_out, int64_t *off_out, size_t len);
+
+static inline int cferry_inotify_init(void) { return inotify_init1(IN_CLOEXEC); }
+
+static inline int cferry_inotify_add_watch(int fd, const char *path, uint32_t mask) {
+    return inotify_add_watch(fd, path, mask);
+}
+
+static inline int cferry_inotify_rm_watch(int fd, int wd) { return inotify_rm_watch(fd, wd); }
+
+/// The inotify event masks Ferry uses, re-exported as plain constants.
+static const uint32_t CFERRY_IN_MOVED_TO = IN_MOVED_TO;
+static const uint32_t CFERRY_IN_MOVED_FROM = IN_MOVED_FROM;
+static const uint32_t CFERRY_IN_CLOSE_WRITE = IN_CLOSE_WRITE;
+static const uint32_t CFERRY_IN_CREATE = IN_CREATE;
+static const uint32_t CFERRY_IN_MODIFY = IN_MODIFY;
+static const uint32_t CFERRY_IN_DELETE = IN_DELETE;
+static const uint32_t CFERRY_IN_DELETE_SELF = IN_DELETE_SELF;
+static const uint32_t CFERRY_IN_MOVE_SELF = IN_MOVE_SELF;
+static const uint32_t CFERRY_IN_ATTRIB = IN_ATTRIB;
+static const uint32_t CFERRY_IN_Q_OVERFLOW = IN_Q_OVERFLOW;
+static const uint32_t CFERRY_IN_IGNORED = IN_IGNORED;
+static const uint32_t CFERRY_IN_ISDIR = IN_ISDIR;
+static const uint32_t CFERRY_IN_ONLYDIR = IN_ONLYDIR;
+static const uint32_t CFERRY_IN_DONT_FOLLOW = IN_DONT_FOLLOW;
+static const uint32_t CFERRY_IN_EXCL_UNLINK = IN_EXCL_UNLINK;
+
+/// Peer credentials of a connected Unix socket (SO_PEERCRED).
+int cferry_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid);
+
+/// renameat2(2) with RENAME_NOREPLACE: fails with EEXIST instead of replacing an existing target.
+int cferry_rename_noreplace(int olddirfd, const char *oldpath, int newdirfd, const char *newpath);
+
+/// memmem(3): the first occurrence of `needle` in `haystack`, or NULL.
+void *cferry_memmem(const void *haystack, size_t haystacklen, const void *needle, size_t needlelen);
+
+/// S_ISREG / S_ISDIR / S_ISLNK on a stat mode.
+static inline int cferry_is_regular(mode_t mode) { return S_ISREG(mode); }
+static inline int cferry_is_directory(mode_t mode) { return S_ISDIR(mode); }
+static inline int cferry_is_symlink(mode_t mode) { return S_ISLNK(mode); }
+
+/// Nanosecond modification time of a stat buffer.
+static inline int64_t cferry_stat_mtime_ns(const struct stat *st) {
+    return (int64_t)st->st_mtim.tv_sec * 1000000000LL + (int64_t)st->st_mtim.tv_nsec;
+}
+
+static inline int cferry_errno(void) { return errno; }
+
+#endif

@@ -1,0 +1,33 @@
+// Definitions that need _GNU_SOURCE; see CFerrySystem.h.
+#define _GNU_SOURCE 1
+#include <sys/socket.h>
+#include <unistd.h>
+#include <stdio.h>
+#include <string.h>
+#include "CFerrySystem.h"
+
+ssize_t cferry_copy_file_range(int fd_in, int64_t *off_in, int fd_out, int64_t *off_out, size_t len) {
+    loff_t in = (loff_t)*off_in, out = (loff_t)*off_out;
+    ssize_t n = copy_file_range(fd_in, &in, fd_out, &out, len, 0);
+    *off_in = (int64_t)in;
+    *off_out = (int64_t)out;
+    return n;
+}
+
+int cferry_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid) {
+    struct ucred cred;
+    socklen_t len = sizeof(cred);
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return -1;
+    *pid = cred.pid;
+    *uid = cred.uid;
+    *gid = cred.gid;
+    return 0;
+}
+
+int cferry_rename_noreplace(int olddirfd, const char *oldpath, int newdirfd, const char *newpath) {
+    return renameat2(olddirfd, oldpath, newdirfd, newpath, RENAME_NOREPLACE);
+}
+
+void *cferry_memmem(const void *haystack, size_t haystacklen, const void *needle, size_t needlelen) {
+    return memmem(haystack, haystacklen, needle, needlelen);
+}

@@ -1,0 +1,450 @@
+import Foundation
+import Logging
+import TOMLKit
+
+/// Reads `ferry.toml` into a ``FerryConfiguration``, or explains every problem in it.
+///
+/// Errors name the file, the line and the key path. Unknown keys are errors, so a typo never
+/// silently turns a setting off; secrets are resolved here so a missing credential stops the daemon
+/// at start rather than failing every upload later.
+public struct ConfigurationLoader: Sendable {
+    /// Where secret references read from.
+    public var secrets: SecretSources
+
+    public init(secrets: SecretSources) { self.secrets = secrets }
+
+    /// A loader reading secrets from this process's environment and `$CREDENTIALS_DIRECTORY`.
+    public static func fromProcessEnvironment() -> ConfigurationLoader {
+        let environment = ProcessInfo.processInfo.environment
+        return ConfigurationLoader(secrets: SecretSources(
+            environment: environment, credentialsDirectory: environment["CREDENTIALS_DIRECTORY"]))
+    }
+
+    /// Loads the file at `path`.
+    public func load(path: String) throws(ConfigurationError) -> FerryConfiguration {
+        guard let bytes = readWholeFile(path) else {
+            let reason = lastErrorMessage()
+            throw ConfigurationError(issues: [ConfigurationIssue(
+                file: path, line: nil, keyPath: nil,
+                message: "cannot read the configuration file: \(reason) (pass --config PATH to use another file)")])
+        }
+        guard let text = String(validating: bytes, as: UTF8.self) else {
+            throw ConfigurationError(issues: [ConfigurationIssue(
+                file: path, line: nil, keyPath: nil, message: "the file is not UTF-8 text")])
+        }
+        return try parse(text, path: path)
+    }
+
+    /// Parses `text` as if read from `path`; relative paths in it are resolved against `path`'s directory.
+    public func parse(_ text: String, path: String) throws(ConfigurationError) -> FerryConfiguration {
+        let root: TOMLTable
+        do {
+            root = try TOMLTable(string: text)
+        } catch let error as TOMLParseError {
+            throw ConfigurationError(issues: [ConfigurationIssue(
+                file: path, line: error.source.begin.line, keyPath: nil,
+                message: "TOML syntax error: \(error.description) (column \(error.source.begin.column))")])
+        } catch {
+            throw ConfigurationError(issues: [ConfigurationIssue(
+                file: path, line: nil, keyPath: nil, message: "TOML syntax error: \(error)")])
+        }
+        let context = LoadContext(file: path, locator: TOMLKeyLocator(text: text), secrets: secrets)
+        let configuration = context.configuration(from: root)
+        if !context.issues.isEmpty {
+            let sorted = context.issues.enumerated().sorted {
+                ($0.element.line ?? .max, $0.offset) < ($1.element.line ?? .max, $1.offset)
+            }.map(\.element)
+            throw ConfigurationError(issues: sorted)
+        }
+        return configuration
+    }
+}
+
+/// Collects problems while the document is read, so all of them are reported at once.
+final class LoadContext {
+    let file: String
+    let locator: TOMLKeyLocator
+    let templates: TemplateParser
+    let baseDirectory: String
+    var issues: [ConfigurationIssue] = []
+
+    init(file: String, locator: TOMLKeyLocator, secrets: SecretSources) {
+        self.file = file
+        self.locator = locator
+        self.templates = TemplateParser(secrets: secrets)
+        let absolute = file.hasPrefix("/") ? file : FileManager.default.currentDirectoryPath + "/" + file
+        self.baseDirectory = String(absolute[..<(absolute.lastIndex(of: "/") ?? absolute.startIndex)])
+    }
+
+    func report(_ path: KeyPath, _ message: String) {
+        issues.append(ConfigurationIssue(
+            file: file, line: locator.line(for: path), keyPath: path.segments.isEmpty ? nil : path.description,
+            message: message))
+    }
+
+    static let topLevelKeys: Set<String> = [
+        "state_directory", "control_socket", "max_concurrent_uploads", "log_level", "shutdown_timeout",
+        "rescan_interval", "spool",
+    ]
+    static let spoolKeys: Set<String> = [
+        "name", "directory", "recursive", "url", "method", "file_field", "file_content_type", "settle",
+        "after_upload", "sent_directory", "failed_directory", "fields", "headers", "retry", "ca_file",
+        "connect_timeout", "no_progress_timeout",
+    ]
+    static let retryKeys: Set<String> = ["initial_delay", "max_delay", "max_attempts", "max_age"]
+
+    /// Headers Ferry sets itself; configuring them would corrupt the request.
+    static let reservedHeaders: Set<String> = [
+        "content-type", "content-length", "transfer-encoding", "host", "connection", "idempotency-key",
+        "expect", "te", "upgrade", "keep-alive", "trailer",
+    ]
+
+    func configuration(from root: TOMLTable) -> FerryConfiguration {
+        let reader = TableReader(table: root, path: KeyPath(), context: self)
+        reader.rejectUnknownKeys(Self.topLevelKeys)
+        let stateDirectory = reader.path("state_directory") ?? "/var/lib/ferry"
+        let controlSocket = reader.path("control_socket") ?? "/run/ferry/control.sock"
+        let maxConcurrent = reader.int("max_concurrent_uploads", in: 1...256) ?? 4
+        var logLevel = Logger.Level.info
+        if let text = reader.string("log_level") {
+            if let level = Logger.Level(rawValue: text.lowercased()) {
+                logLevel = level
+            } else {
+                let levels = Logger.Level.allCases.map(\.rawValue).joined(separator: ", ")
+                report(KeyPath().appending("log_level"), "unknown log level \"\(text)\"; use one of \(levels)")
+            }
+        }
+        let shutdownTimeout = reader.duration("shutdown_timeout", minimum: .zero) ?? .seconds(30)
+        let rescanInterval = reader.duration("rescan_interval", minimum: .seconds(1)) ?? .seconds(300)
+
+        var spools: [SpoolConfiguration] = []
+        if let tables = reader.arrayOfTables("spool") {
+            for (index, table) in tables.enumerated() {
+                if let spool = spool(from: TableReader(table: table, path: KeyPath().appending("spool").appending(index: index), context: self)) {
+                    spools.append(spool)
+                }
+            }
+        }
+        if spools.isEmpty && issues.isEmpty {
+            report(KeyPath(), "no [[spool]] is configured; add at least one (see etc/ferry/ferry.toml for an example)")
+        }
+        checkSpoolsAreDistinct(spools)
+        return FerryConfiguration(
+            path: file, stateDirectory: stateDirectory, controlSocket: controlSocket,
+            maxConcurrentUploads: maxConcurrent, logLevel: logLevel, shutdownTimeout: shutdownTimeout,
+            rescanInterval: rescanInterval, spools: spools)
+    }
+
+    private func spool(from reader: TableReader) -> SpoolConfiguration? {
+        reader.rejectUnknownKeys(Self.spoolKeys)
+        let issuesBefore = issues.count
+        let name = reader.string("name", required: true)
+        if let name, name.isEmpty || !name.allSatisfy({ $0.isASCII && ($0.isLowercase || $0.isNumber || $0 == "_" || $0 == "-") }) {
+            report(reader.path.appending("name"), "\"\(name)\" is not a valid spool name; use lowercase letters, digits, '_' and '-'")
+        }
+        let directory = reader.path("directory", required: true)
+        let recursive = reader.bool("recursive") ?? false
+        var url: ValueTemplate?
+        if let text = reader.string("url", required: true) {
+            url = reader.template(text, key: "url", allowPlaceholders: false)
+            if let url { checkURL(url, at: reader.path.appending("url")) }
+        }
+        var method = "POST"
+        if let text = reader.string("method") {
+            method = text.uppercased()
+            if method != "POST" && method != "PUT" {
+                report(reader.path.appending("method"), "method must be \"POST\" or \"PUT\", not \"\(text)\"")
+            }
+        }
+        let fileField = reader.string("file_field") ?? "file"
+        checkHeaderText(fileField, what: "the field name", at: reader.path.appending("file_field"), allowEmpty: false)
+        let fileContentType = reader.string("file_content_type")
+        if let fileContentType {
+            checkHeaderText(fileContentType, what: "the content type", at: reader.path.appending("file_content_type"), allowEmpty: false)
+        }
+        let settle = reader.duration("settle", minimum: .zero) ?? .seconds(2)
+        var afterUpload = AfterUpload.delete
+        if let text = reader.string("after_upload") {
+            if let value = AfterUpload(rawValue: text) {
+                afterUpload = value
+            } else {
+                report(reader.path.appending("after_upload"), "after_upload must be \"delete\", \"keep\" or \"move\", not \"\(text)\"")
+            }
+        }
+        let sentDirectory = reader.path("sent_directory")
+        let failedDirectory = reader.path("failed_directory")
+
+        var fields: [NamedValue] = []
+        if let table = reader.table("fields") {
+            let fieldsPath = reader.path.appending("fields")
+            for key in table.keys {
+                let keyPath = fieldsPath.appending(key)
+                guard let text = scalarText(table[key], at: keyPath) else { continue }
+                checkHeaderText(key, what: "the field name", at: keyPath, allowEmpty: false)
+                checkHeaderText(text, what: "the value", at: keyPath, allowEmpty: true)
+                if key == fileField {
+                    report(keyPath, "field \"\(key)\" has the same name as file_field")
+                }
+                if case .success(let template) = parseTemplate(text, at: keyPath, allowPlaceholders: true) {
+                    checkHeaderText(template.text, what: "the value (after resolving secrets)", at: keyPath, allowEmpty: true, quiet: true)
+                    fields.append(NamedValue(name: key, value: template))
+                }
+            }
+        }
+        var headers: [NamedValue] = []
+        if let table = reader.table("headers") {
+            let headersPath = reader.path.appending("headers")
+            for key in table.keys {
+                let keyPath = headersPath.appending(key)
+                guard let text = scalarText(table[key], at: keyPath) else { continue }
+                if !Self.isToken(key) {
+                    report(keyPath, "\"\(key)\" is not a valid header name")
+                } else if Self.reservedHeaders.contains(key.lowercased()) {
+                    report(keyPath, "header \(key) is set by Ferry and cannot be configured")
+                }
+                checkHeaderText(text, what: "the header value", at: keyPath, allowEmpty: true)
+                if case .success(let template) = parseTemplate(text, at: keyPath, allowPlaceholders: false) {
+                    checkHeaderText(template.text, what: "the header value (after resolving secrets)", at: keyPath, allowEmpty: true, quiet: true)
+                    headers.append(NamedValue(name: key, value: template))
+                }
+            }
+        }
+        var retry = RetryPolicy()
+        if let table = reader.table("retry") {
+            let retryReader = TableReader(table: table, path: reader.path.appending("retry"), context: self)
+            retryReader.rejectUnknownKeys(Self.retryKeys)
+            retry.initialDelay = retryReader.duration("initial_delay", minimum: .milliseconds(1)) ?? retry.initialDelay
+            retry.maxDelay = retryReader.duration("max_delay", minimum: .milliseconds(1)) ?? retry.maxDelay
+            retry.maxAttempts = retryReader.int("max_attempts", in: 0...1_000_000) ?? retry.maxAttempts
+            retry.maxAge = retryReader.duration("max_age", minimum: .seconds(1)) ?? retry.maxAge
+            if retry.maxDelay < retry.initialDelay {
+                report(retryReader.path.appending("max_delay"), "max_delay (\(DurationParser.format(retry.maxDelay))) is shorter than initial_delay (\(DurationParser.format(retry.initialDelay)))")
+            }
+        }
+        let caFile = reader.path("ca_file")
+        if let caFile, access(caFile, R_OK) != 0 {
+            report(reader.path.appending("ca_file"), "cannot read CA file \(caFile): \(lastErrorMessage())")
+        }
+        let connectTimeout = reader.duration("connect_timeout", minimum: .milliseconds(1)) ?? .seconds(10)
+        let noProgressTimeout = reader.duration("no_progress_timeout", minimum: .seconds(1)) ?? .seconds(60)
+
+        guard issues.count == issuesBefore, let name, let directory, let url else { return nil }
+        return SpoolConfiguration(
+            name: name, directory: directory, recursive: recursive, url: url, method: method,
+            fileField: fileField, fileContentType: fileContentType, settle: settle, afterUpload: afterUpload,
+            sentDirectory: sentDirectory, failedDirectory: failedDirectory, fields: fields, headers: headers,
+            retry: retry, caFile: caFile, connectTimeout: connectTimeout, noProgressTimeout: noProgressTimeout)
+    }
+
+    private func checkSpoolsAreDistinct(_ spools: [SpoolConfiguration]) {
+        var names: [String: Int] = [:]
+        var directories: [String: String] = [:]
+        for (index, spool) in spools.enumerated() {
+            let path = KeyPath().appending("spool").appending(index: index)
+            if let first = names[spool.name] {
+                report(path.appending("name"), "spool name \"\(spool.name)\" is already used by spool[\(first)]")
+            }
+            names[spool.name] = names[spool.name] ?? index
+            let directory = Self.normalized(spool.directory)
+            if let other = directories[directory] {
+                report(path.appending("directory"), "directory \(spool.directory) is already watched by spool \"\(other)\"")
+            }
+            directories[directory] = directories[directory] ?? spool.name
+            if Self.normalized(spool.failedDirectory) == directory {
+                report(path.appending("failed_directory"), "failed_directory must not be the spool directory itself")
+            }
+            if spool.afterUpload == .move && Self.normalized(spool.sentDirectory) == directory {
+                report(path.appending("sent_directory"), "sent_directory must not be the spool directory itself")
+            }
+        }
+    }
+
+    static func normalized(_ path: String) -> String {
+        var parts: [Substring] = []
+        for part in path.split(separator: "/") where part != "." {
+            if part == ".." { _ = parts.popLast() } else { parts.append(part) }
+        }
+        return "/" + parts.joined(separator: "/")
+    }
+
+    private func parseTemplate(_ text: String, at path: KeyPath, allowPlaceholders: Bool) -> Result<ValueTemplate, TemplateFailure> {
+        let result = templates.parse(text, allowPlaceholders: allowPlaceholders)
+        if case .failure(let failure) = result { report(path, failure.message) }
+        return result
+    }
+
+    func template(_ text: String, at path: KeyPath, allowPlaceholders: Bool) -> ValueTemplate? {
+        try? parseTemplate(text, at: path, allowPlaceholders: allowPlaceholders).get()
+    }
+
+    private func checkURL(_ template: ValueTemplate, at path: KeyPath) {
+        let text = template.text
+        let shown = template.containsSecret ? "the URL (after resolving secrets)" : "\"\(text)\""
+        guard let url = URL(string: text), let scheme = url.scheme?.lowercased() else {
+            report(path, "\(shown) is not a valid URL")
+            return
+        }
+        guard scheme == "http" || scheme == "https" else {
+            report(path, "\(shown) must start with http:// or https://")
+            return
+        }
+        guard let host = url.host, !host.isEmpty else {
+            report(path, "\(shown) has no host")
+            return
+        }
+    }
+
+    /// Rejects CR, LF and NUL, which would split or truncate a header.
+    private func checkHeaderText(_ text: String, what: String, at path: KeyPath, allowEmpty: Bool, quiet: Bool = false) {
+        if !allowEmpty && text.isEmpty {
+            report(path, "\(what) must not be empty")
+        } else if let bad = text.utf8.first(where: { $0 == 0x0D || $0 == 0x0A || $0 == 0 }) {
+            let name = bad == 0x0D ? "a carriage return (CR)" : bad == 0x0A ? "a line feed (LF)" : "a NUL byte"
+            // `quiet`: the text may hold a secret, so describe the problem without quoting it.
+            _ = quiet
+            report(path, "\(what) contains \(name); header material may not contain CR, LF or NUL")
+        }
+    }
+
+    /// A field or header value: a string, or an integer, float or boolean written as TOML would.
+    private func scalarText(_ value: TOMLValueConvertible?, at path: KeyPath) -> String? {
+        guard let value else { return nil }
+        switch value.type {
+        case .string: return value.string
+        case .int: return value.int.map(String.init)
+        case .double: return value.double.map { String($0) }
+        case .bool: return value.bool.map { $0 ? "true" : "false" }
+        default:
+            report(path, "expected a string, got \(Self.article(value.type))")
+            return nil
+        }
+    }
+
+    static func isToken(_ text: String) -> Bool {
+        !text.isEmpty && text.utf8.allSatisfy { byte in
+            (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
+                || "!#$%&'*+-.^_`|~".utf8.contains(byte)
+        }
+    }
+
+    static func article(_ type: TOMLType) -> String {
+        switch type {
+        case .int: "an integer"
+        case .array: "an array"
+        case .dateTime: "a date-time"
+        default: "a \(type)"
+        }
+    }
+
+    /// Resolves a configured path against the configuration file's directory.
+    func absolutePath(_ text: String) -> String {
+        text.hasPrefix("/") ? text : baseDirectory + "/" + text
+    }
+}
+
+/// Typed access to one TOML table, reporting wrong types and unknown keys to the context.
+struct TableReader {
+    let table: TOMLTable
+    let path: KeyPath
+    let context: LoadContext
+
+    func rejectUnknownKeys(_ allowed: Set<String>) {
+        for key in table.keys where !allowed.contains(key) {
+            var message = "unknown key \"\(key)\""
+            if let suggestion = Self.closest(to: key, in: allowed) {
+                message += " (did you mean \"\(suggestion)\"?)"
+            } else {
+                message += "; the keys here are \(allowed.sorted().joined(separator: ", "))"
+            }
+            context.report(path.appending(key), message)
+        }
+    }
+
+    private func value(_ key: String, expected: TOMLType, required: Bool) -> TOMLValueConvertible? {
+        guard let value = table[key] else {
+            if required { context.report(path.appending(key), "required key \"\(key)\" is missing") }
+            return nil
+        }
+        guard value.type == expected else {
+            context.report(path.appending(key), "expected \(LoadContext.article(expected)), got \(LoadContext.article(value.type))")
+            return nil
+        }
+        return value
+    }
+
+    func string(_ key: String, required: Bool = false) -> String? {
+        value(key, expected: .string, required: required)?.string
+    }
+
+    func bool(_ key: String) -> Bool? { value(key, expected: .bool, required: false)?.bool }
+
+    func int(_ key: String, in range: ClosedRange<Int>) -> Int? {
+        guard let number = value(key, expected: .int, required: false)?.int else { return nil }
+        guard range.contains(number) else {
+            context.report(path.appending(key), "\(number) is out of range; use \(range.lowerBound) to \(range.upperBound)")
+            return nil
+        }
+        return number
+    }
+
+    func duration(_ key: String, minimum: Duration) -> Duration? {
+        guard let text = string(key) else { return nil }
+        guard let duration = DurationParser.parse(text) else {
+            context.report(path.appending(key), "expected a duration such as \"500ms\", \"2s\", \"5m\", \"1h\" or \"5d\", got \"\(text)\"")
+            return nil
+        }
+        guard duration >= minimum else {
+            context.report(path.appending(key), "\"\(text)\" is too short; the least is \(DurationParser.format(minimum))")
+            return nil
+        }
+        return duration
+    }
+
+    /// A filesystem path, made absolute against the configuration file's directory.
+    func path(_ key: String, required: Bool = false) -> String? {
+        guard let text = string(key, required: required) else { return nil }
+        guard !text.isEmpty else {
+            context.report(path.appending(key), "the path must not be empty")
+            return nil
+        }
+        return context.absolutePath(text)
+    }
+
+    func table(_ key: String) -> TOMLTable? { value(key, expected: .table, required: false)?.table }
+
+    func arrayOfTables(_ key: String) -> [TOMLTable]? {
+        guard let array = value(key, expected: .array, required: false)?.array else { return nil }
+        var tables: [TOMLTable] = []
+        for (index, element) in array.enumerated() {
+            if let table = element.table {
+                tables.append(table)
+            } else {
+                context.report(path.appending(key).appending(index: index), "expected a table ([[\(key)]]), got \(LoadContext.article(element.type))")
+            }
+        }
+        return tables
+    }
+
+    func template(_ text: String, key: String, allowPlaceholders: Bool) -> ValueTemplate? {
+        context.template(text, at: path.appending(key), allowPlaceholders: allowPlaceholders)
+    }
+
+    /// The allowed key nearest to a misspelt one, if it is close enough to be a typo.
+    static func closest(to key: String, in allowed: Set<String>) -> String? {
+        let candidates = allowed.map { ($0, editDistance(key.lowercased(), $0)) }.filter { $0.1 <= max(2, key.count / 4) }
+        return candidates.min { ($0.1, $0.0) < ($1.1, $1.0) }?.0
+    }
+
+    static func editDistance(_ a: String, _ b: String) -> Int {
+        let a = Array(a), b = Array(b)
+        var previous = Array(0...b.count)
+        for i in 1...max(a.count, 1) where !a.isEmpty {
+            var current = [i] + Array(repeating: 0, count: b.count)
+            for j in 1...max(b.count, 1) where !b.isEmpty {
+                current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1))
+            }
+            previous = current
+        }
+        return a.isEmpty ? b.count : b.isEmpty ? a.count : previous[b.count]
+    }
+}

@@ -1,0 +1,150 @@
+import Logging
+
+/// The daemon's whole configuration, as read from `ferry.toml`.
+public struct FerryConfiguration: Sendable {
+    /// Where the configuration was read from (for messages).
+    public var path: String
+    /// Holds the SQLite database and the temporary request bodies.
+    public var stateDirectory: String
+    /// The control socket's path.
+    public var controlSocket: String
+    /// How many uploads may run at once, across all spools.
+    public var maxConcurrentUploads: Int
+    /// The least severe log level written.
+    public var logLevel: Logger.Level
+    /// How long a shutdown waits for uploads in flight before aborting them (they stay queued).
+    public var shutdownTimeout: Duration
+    /// How often every spool is rescanned in full, in case an inotify event was missed.
+    public var rescanInterval: Duration
+    /// The watched spool directories.
+    public var spools: [SpoolConfiguration]
+
+    /// The default configuration file.
+    public static let defaultPath = "/etc/ferry/ferry.toml"
+
+    public init(
+        path: String, stateDirectory: String, controlSocket: String, maxConcurrentUploads: Int,
+        logLevel: Logger.Level, shutdownTimeout: Duration, rescanInterval: Duration,
+        spools: [SpoolConfiguration]
+    ) {
+        self.path = path
+        self.stateDirectory = stateDirectory
+        self.controlSocket = controlSocket
+        self.maxConcurrentUploads = maxConcurrentUploads
+        self.logLevel = logLevel
+        self.shutdownTimeout = shutdownTimeout
+        self.rescanInterval = rescanInterval
+        self.spools = spools
+    }
+
+    /// The spool called `name`.
+    public func spool(named name: String) -> SpoolConfiguration? {
+        spools.first { $0.name == name }
+    }
+}
+
+/// One watched directory and the endpoint its files go to.
+public struct SpoolConfiguration: Sendable {
+    /// Unique name, `[a-z0-9_-]+`; stored with each job.
+    public var name: String
+    /// The directory watched for files (absolute).
+    public var directory: String
+    /// Whether subdirectories are watched too.
+    public var recursive: Bool
+    /// The endpoint; may contain secrets, so it is logged only without its query.
+    public var url: ValueTemplate
+    /// `POST` or `PUT`.
+    public var method: String
+    /// The form field name of the file part.
+    public var fileField: String
+    /// Overrides the file part's `Content-Type`, which is otherwise chosen by extension.
+    public var fileContentType: String?
+    /// A file written in place is taken once its size and mtime have not changed for this long.
+    public var settle: Duration
+    /// What happens to a file once the server has accepted it.
+    public var afterUpload: AfterUpload
+    /// Where `after_upload = "move"` puts sent files.
+    public var sentDirectory: String
+    /// Where files that cannot be uploaded are moved, each with a `.error.json` sidecar.
+    public var failedDirectory: String
+    /// Extra text fields, sent before the file part, in key order.
+    public var fields: [NamedValue]
+    /// Extra request headers.
+    public var headers: [NamedValue]
+    /// When to retry and when to give up.
+    public var retry: RetryPolicy
+    /// A PEM bundle of CA certificates trusted instead of the system's, for private CAs.
+    public var caFile: String?
+    /// The longest a TCP/TLS connection may take to establish.
+    public var connectTimeout: Duration
+    /// An upload that neither sends nor receives a byte for this long is aborted and retried.
+    public var noProgressTimeout: Duration
+
+    public init(
+        name: String, directory: String, recursive: Bool = false, url: ValueTemplate, method: String = "POST",
+        fileField: String = "file", fileContentType: String? = nil, settle: Duration = .seconds(2),
+        afterUpload: AfterUpload = .delete, sentDirectory: String? = nil, failedDirectory: String? = nil,
+        fields: [NamedValue] = [], headers: [NamedValue] = [], retry: RetryPolicy = RetryPolicy(),
+        caFile: String? = nil, connectTimeout: Duration = .seconds(10), noProgressTimeout: Duration = .seconds(60)
+    ) {
+        self.name = name
+        self.directory = directory
+        self.recursive = recursive
+        self.url = url
+        self.method = method
+        self.fileField = fileField
+        self.fileContentType = fileContentType
+        self.settle = settle
+        self.afterUpload = afterUpload
+        self.sentDirectory = sentDirectory ?? directory + "/.sent"
+        self.failedDirectory = failedDirectory ?? directory + "/.failed"
+        self.fields = fields
+        self.headers = headers
+        self.retry = retry
+        self.caFile = caFile
+        self.connectTimeout = connectTimeout
+        self.noProgressTimeout = noProgressTimeout
+    }
+}
+
+/// A configured name and value: a form field or a header.
+public struct NamedValue: Sendable, Equatable {
+    public var name: String
+    public var value: ValueTemplate
+    public init(name: String, value: ValueTemplate) {
+        self.name = name
+        self.value = value
+    }
+}
+
+/// What to do with a file once the server has accepted it.
+public enum AfterUpload: String, Sendable, CaseIterable {
+    /// Remove the file from the spool.
+    case delete
+    /// Leave it where it is; it is not uploaded again unless it changes.
+    case keep
+    /// Move it to `sent_directory`.
+    case move
+}
+
+/// When a failed attempt is retried, and when Ferry gives up.
+public struct RetryPolicy: Sendable, Equatable {
+    /// The backoff before the first retry; it doubles each attempt, with full jitter.
+    public var initialDelay: Duration
+    /// The largest backoff.
+    public var maxDelay: Duration
+    /// Attempts before giving up; 0 means no limit other than ``maxAge``.
+    public var maxAttempts: Int
+    /// A file still not delivered this long after it was queued is given up on.
+    public var maxAge: Duration
+
+    public init(
+        initialDelay: Duration = .seconds(1), maxDelay: Duration = .seconds(300), maxAttempts: Int = 0,
+        maxAge: Duration = .seconds(5 * 86_400)
+    ) {
+        self.initialDelay = initialDelay
+        self.maxDelay = maxDelay
+        self.maxAttempts = maxAttempts
+        self.maxAge = maxAge
+    }
+}

@@ -1,0 +1,223 @@
+import FerryConfig
+import FerryQueue
+import FerrySpool
+import FerrySystem
+import Foundation
+import Logging
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Deals with a job's source file once the job is final, and records that it did.
+///
+/// - `done`: `after_upload` — delete, keep, or move to `sent_directory`.
+/// - `failed`: move to `failed_directory` and write `<name>.error.json` beside it.
+///
+/// Files are deleted or moved only if they are still the version that was uploaded; a file that
+/// changed meanwhile is left in place and queued again. Every step is idempotent, so a disposition
+/// interrupted by a crash is simply repeated at the next start.
+struct Disposer: Sendable {
+    let store: JobStore
+    let logger: Logger
+
+    /// What happened to the file.
+    struct Result {
+        var disposition: JobStore.Disposition
+        var finalPath: String?
+    }
+
+    /// Applies and records the disposition of a final job. Returns `nil` if it could not be applied
+    /// now (it stays pending and is tried again later).
+    @discardableResult
+    func dispose(_ job: Job, spool: SpoolConfiguration, files: SpoolFiles) async -> Result? {
+        precondition(job.state.isFinal)
+        var log = logger
+        log[metadataKey: "job"] = "\(job.id)"
+        log[metadataKey: "spool"] = "\(job.spool)"
+        log[metadataKey: "file"] = "\(job.displayPath)"
+        let expected = job.identity.status
+        let result: Result
+        do {
+            if job.state == .done {
+                result = try applyAfterUpload(job, spool: spool, files: files, expected: expected)
+            } else {
+                result = try await moveAside(job, spool: spool, files: files, expected: expected)
+            }
+        } catch {
+            log.error("cannot dispose of the file; will try again", metadata: ["error": "\(error)"])
+            return nil
+        }
+        do {
+            try await store.markDisposed(job, disposition: result.disposition, finalPath: result.finalPath.map { Array($0.utf8) }, now: Date())
+        } catch {
+            log.error("cannot record the file's disposition; will try again", metadata: ["error": "\(error)"])
+            return nil
+        }
+        switch result.disposition {
+        case .moved where job.state == .failed:
+            log.warning("moved to the failed directory", metadata: ["path": "\(result.finalPath ?? "")", "reason": "\(job.lastError ?? "")"])
+        case .moved:
+            log.info("moved to the sent directory", metadata: ["path": "\(result.finalPath ?? "")"])
+        case .left:
+            log.notice("the file changed after it was uploaded; left in place and queued again")
+        case .missing where job.state == .failed:
+            log.warning("upload failed and the file is gone", metadata: ["reason": "\(job.lastError ?? "")"])
+        default:
+            break
+        }
+        return result
+    }
+
+    private func applyAfterUpload(_ job: Job, spool: SpoolConfiguration, files: SpoolFiles, expected: FileStatus) throws(SystemError) -> Result {
+        switch spool.afterUpload {
+        case .keep:
+            return Result(disposition: .kept)
+        case .delete:
+            return Self.result(of: try files.remove(job.relativePath, ifSameVersionAs: expected), moved: .deleted)
+        case .move:
+            let destination = Self.destination(spool.sentDirectory, for: job)
+            return Self.result(of: try files.move(job.relativePath, ifSameVersionAs: expected, to: destination), moved: .moved)
+        }
+    }
+
+    private func moveAside(_ job: Job, spool: SpoolConfiguration, files: SpoolFiles, expected: FileStatus) async throws(SystemError) -> Result {
+        let destination = Self.destination(spool.failedDirectory, for: job)
+        let outcome = try files.move(job.relativePath, ifSameVersionAs: expected, to: destination)
+        let result = Self.result(of: outcome, moved: .moved)
+        if let finalPath = result.finalPath {
+            let attempts = (try? await store.attempts(of: job)) ?? []
+            let report = FailureReport(job: job, spool: spool, attempts: attempts, movedTo: finalPath)
+            try report.write(besides: finalPath)
+        }
+        return result
+    }
+
+    private static func result(of outcome: SpoolFiles.Outcome, moved: JobStore.Disposition) -> Result {
+        switch outcome {
+        case .done(let finalPath): Result(disposition: moved, finalPath: finalPath)
+        case .missing: Result(disposition: .missing)
+        case .changed: Result(disposition: .left)
+        }
+    }
+
+    /// `directory` plus the job's subdirectories within its spool (for recursive spools).
+    static func destination(_ directory: String, for job: Job) -> String {
+        let components = job.relativePath.split(separator: UInt8(ascii: "/")).dropLast()
+        guard !components.isEmpty else { return directory }
+        return directory + "/" + components.map { String(decoding: $0, as: UTF8.self) }.joined(separator: "/")
+    }
+}
+
+/// The `<name>.error.json` sidecar written next to a file moved to the failed directory. It holds
+/// what a person needs to decide what to do, and never a secret (no header values, no URL query).
+struct FailureReport: Encodable {
+    struct AttemptEntry: Encodable {
+        var number: Int
+        var startedAt: String
+        var durationMs: Int
+        var status: Int?
+        var error: String?
+        var bytesSent: Int64
+        var outcome: String
+
+        enum CodingKeys: String, CodingKey {
+            case number, status, error, outcome
+            case startedAt = "started_at", durationMs = "duration_ms", bytesSent = "bytes_sent"
+        }
+    }
+
+    var job: String
+    var spool: String
+    var file: String
+    var size: Int64
+    var url: String
+    var failedAt: String
+    var reason: String
+    var status: Int?
+    var responseContentType: String?
+    var responseExcerpt: String?
+    var responseExcerptEncoding: String?
+    var attempts: [AttemptEntry]
+    var movedTo: String
+
+    enum CodingKeys: String, CodingKey {
+        case job, spool, file, size, url, reason, status, attempts
+        case failedAt = "failed_at", responseContentType = "response_content_type",
+             responseExcerpt = "response_excerpt", responseExcerptEncoding = "response_excerpt_encoding",
+             movedTo = "moved_to"
+    }
+
+    init(job: Job, spool: SpoolConfiguration, attempts: [Attempt], movedTo: String) {
+        self.job = job.id.rawValue
+        self.spool = job.spool
+        file = job.displayPath
+        size = job.identity.size
+        url = spool.url.redactedURL
+        failedAt = ISO8601DateFormatter().string(from: job.finishedAt ?? Date())
+        reason = job.lastError ?? "unknown"
+        status = job.responseStatus
+        responseContentType = job.responseContentType
+        if let body = job.responseBody {
+            if let text = String(validating: body, as: UTF8.self) {
+                responseExcerpt = text
+            } else {
+                responseExcerpt = Data(body).base64EncodedString()
+                responseExcerptEncoding = "base64"
+            }
+        }
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        self.attempts = attempts.map { attempt in
+            AttemptEntry(
+                number: attempt.number, startedAt: formatter.string(from: attempt.startedAt),
+                durationMs: Int(attempt.duration * 1000), status: attempt.httpStatus, error: attempt.error,
+                bytesSent: attempt.bytesSent, outcome: attempt.outcome.rawValue)
+        }
+        self.movedTo = movedTo
+    }
+
+    /// Writes the report to `<path>.error.json`, atomically (temporary file, fsync, rename).
+    func write(besides path: String) throws(SystemError) {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        let data = (try? encoder.encode(self)) ?? Data("{}".utf8)
+        let target = path + ".error.json"
+        let temporary = target + ".partial"
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0o640)
+        guard fd >= 0 else { throw .current("create", temporary) }
+        defer { close(fd) }
+        let bytes = [UInt8](data) + [0x0A]
+        if let failure = bytes.withUnsafeBytes({ FileCopier.writeAll($0, to: .init(rawValue: fd), at: 0) }) {
+            unlink(temporary)
+            throw SystemError(operation: "write", path: temporary, code: failure)
+        }
+        _ = fsync(fd)
+        guard rename(temporary, target) == 0 else { throw .current("rename", temporary) }
+    }
+}
+
+extension FileIdentity {
+    /// A status carrying just this identity, for comparisons.
+    var status: FileStatus {
+        var st = stat()
+        st.st_dev = UInt(device)
+        st.st_ino = UInt(inode)
+        st.st_size = Int(size)
+        st.st_mtim = timespec(tv_sec: Int(modificationTime / 1_000_000_000), tv_nsec: Int(modificationTime % 1_000_000_000))
+        st.st_mode = S_IFREG
+        return FileStatus(st)
+    }
+}
+
+extension ValueTemplate {
+    /// The URL without query, fragment or credentials, safe to log and to write into sidecars.
+    public var redactedURL: String {
+        guard var components = URLComponents(string: text) else { return "(invalid URL)" }
+        components.query = nil
+        components.fragment = nil
+        components.user = nil
+        components.password = nil
+        return components.string ?? "(invalid URL)"
+    }
+}

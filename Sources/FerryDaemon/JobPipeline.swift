@@ -1,0 +1,303 @@
+import FerryConfig
+import FerryMultipart
+import FerryQueue
+import FerrySpool
+import FerrySystem
+import FerryTransport
+import Foundation
+import Logging
+import Synchronization
+
+/// Everything the pipeline needs to know about one spool at run time.
+struct SpoolRuntime: Sendable {
+    let configuration: SpoolConfiguration
+    let files: SpoolFiles
+    let uploader: Uploader
+    let backoff: Backoff
+    /// The endpoint with secrets resolved (never logged).
+    let url: String
+    /// Configured headers with secrets resolved (never logged).
+    let headers: [(name: String, value: String)]
+
+    init(configuration: SpoolConfiguration, uploader: Uploader) {
+        self.configuration = configuration
+        files = SpoolFiles(directory: configuration.directory)
+        self.uploader = uploader
+        backoff = Backoff(initialDelay: configuration.retry.initialDelay, maxDelay: configuration.retry.maxDelay)
+        url = configuration.url.text
+        headers = configuration.headers.map { (name: $0.name, value: $0.value.text) }
+    }
+}
+
+/// The data path for one claimed job, top to bottom:
+///
+///     spool        open the source without following symlinks; is it the version queued?
+///     body         build (or reuse) the multipart body file from it
+///     transport    send the body; classify the answer
+///     disposition  record the outcome durably, then delete / move / keep the source
+///
+/// The outcome is committed before the source file is touched, so a crash at any point leaves
+/// either the file in the spool or the success on record (and the file is finished at next start).
+final class JobPipeline: Sendable {
+    let store: JobStore
+    let bodies: BodyBuilder
+    let disposer: Disposer
+    let spools: [String: SpoolRuntime]
+    let logger: Logger
+    /// Re-queues a path whose file changed after its upload (set by the daemon).
+    let requeue: @Sendable (String, [UInt8]) async -> Void
+    /// Bodies built this run, reused by retries while the source is unchanged.
+    private let builtBodies = Mutex<[JobID: BuiltBody]>([:])
+
+    /// The longest `Retry-After` honoured.
+    static let retryAfterLimit = Duration.seconds(86_400)
+
+    init(
+        store: JobStore, bodies: BodyBuilder, spools: [String: SpoolRuntime], logger: Logger,
+        requeue: @escaping @Sendable (String, [UInt8]) async -> Void
+    ) {
+        self.store = store
+        self.bodies = bodies
+        self.disposer = Disposer(store: store, logger: logger)
+        self.spools = spools
+        self.logger = logger
+        self.requeue = requeue
+    }
+
+    /// Processes one job that the scheduler moved to `uploading`.
+    func process(_ job: Job) async {
+        var log = logger
+        log[metadataKey: "job"] = "\(job.id)"
+        log[metadataKey: "spool"] = "\(job.spool)"
+        log[metadataKey: "file"] = "\(job.displayPath)"
+        do {
+            try await run(job, log: log)
+        } catch {
+            // Only the queue database can throw here. The job stays `uploading` in the database and is
+            // put back in the queue at the next start; say so loudly.
+            log.critical("cannot record the job's state in the queue database", metadata: ["error": "\(error)"])
+        }
+    }
+
+    private func run(_ job: Job, log: Logger) async throws {
+        let startedAt = Date()
+        guard let spool = spools[job.spool] else {
+            try await store.finish(job, startedAt: startedAt, now: Date(), bytesSent: 0, transition: .interrupted(
+                at: Date().addingTimeInterval(300), reason: "spool \"\(job.spool)\" is not in the configuration"))
+            log.warning("the job's spool is no longer configured; it waits until the spool returns")
+            return
+        }
+
+        // 1. Spool → body.
+        let body: BuiltBody
+        switch prepareBody(job, spool: spool) {
+        case .ready(let built):
+            body = built
+        case .changed(let identity):
+            // Written again since it was queued: upload the new version once it has settled.
+            let updated = try await store.updateIdentity(job, to: identity, now: Date())
+            let settle = spool.configuration.settle
+            try await store.finish(updated, startedAt: startedAt, now: Date(), bytesSent: 0, transition: .interrupted(
+                at: Date().addingTimeInterval(settle.seconds), reason: "the file changed; waiting for it to settle"))
+            log.info("the file changed since it was queued; will upload the new version once it settles")
+            return
+        case .gone(let reason):
+            let failed = try await store.fail(job, now: Date(), error: reason)
+            log.warning("cannot upload the file", metadata: ["reason": "\(reason)"])
+            await disposer.dispose(failed, spool: spool.configuration, files: spool.files)
+            return
+        case .localFailure(let reason):
+            try await retryOrGiveUp(job, spool: spool, startedAt: startedAt, bytesSent: 0, error: reason,
+                                    status: nil, body: nil, contentType: nil, notBefore: nil, log: log)
+            return
+        }
+
+        // 2. Transport.
+        let request = UploadRequest(
+            url: spool.url, method: spool.configuration.method, headers: spool.headers, bodyPath: body.path,
+            contentLength: body.contentLength, contentType: body.contentType, idempotencyKey: job.id.rawValue)
+        let result = await spool.uploader.send(request, logger: log)
+
+        // 3. Disposition.
+        switch result {
+        case .response(let status, let headers, let responseBody, let bytesSent):
+            let contentType = headers.first { $0.name.lowercased() == "content-type" }?.value
+            let retryAfter = headers.first { $0.name.lowercased() == "retry-after" }?.value
+            switch RetryRules.verdict(status: status, retryAfter: retryAfter) {
+            case .success:
+                let done = try await store.finish(job, startedAt: startedAt, now: Date(), bytesSent: bytesSent,
+                                                  transition: .succeeded(status: status, body: responseBody, contentType: contentType))
+                log.info("uploaded", metadata: [
+                    "status": "\(status)", "bytes": "\(job.identity.size)",
+                    "duration_ms": "\(Int(Date().timeIntervalSince(startedAt) * 1000))", "attempt": "\(done.attempts)",
+                ])
+                forgetBody(of: job)
+                if let result = await disposer.dispose(done, spool: spool.configuration, files: spool.files),
+                   result.disposition == .left {
+                    await requeue(job.spool, job.relativePath)
+                }
+            case .retry(let notBefore):
+                try await retryOrGiveUp(job, spool: spool, startedAt: startedAt, bytesSent: bytesSent,
+                                        error: "server answered \(status) \(Self.reason(status))", status: status,
+                                        body: responseBody, contentType: contentType, notBefore: notBefore, log: log)
+            case .permanent:
+                let error = "server answered \(status) \(Self.reason(status))"
+                let failed = try await store.finish(job, startedAt: startedAt, now: Date(), bytesSent: bytesSent, transition: .failed(
+                    error: error, status: status, body: responseBody, contentType: contentType))
+                log.error("upload rejected; not retrying", metadata: ["status": "\(status)"])
+                forgetBody(of: job)
+                await disposer.dispose(failed, spool: spool.configuration, files: spool.files)
+            }
+        case .failed(let failure, let bytesSent):
+            try await retryOrGiveUp(job, spool: spool, startedAt: startedAt, bytesSent: bytesSent, error: failure.message,
+                                    status: nil, body: nil, contentType: nil, notBefore: nil, log: log)
+        case .cancelled(let bytesSent):
+            try await store.finish(job, startedAt: startedAt, now: Date(), bytesSent: bytesSent,
+                                   transition: .interrupted(at: Date(), reason: "interrupted by shutdown"))
+            forgetBody(of: job)
+            log.notice("upload interrupted by shutdown; it stays queued")
+        }
+    }
+
+    /// Schedules the next attempt with backoff, or fails the job when it is out of attempts or too old.
+    private func retryOrGiveUp(
+        _ job: Job, spool: SpoolRuntime, startedAt: Date, bytesSent: Int64, error: String, status: Int?,
+        body: [UInt8]?, contentType: String?, notBefore: Duration?, log: Logger
+    ) async throws {
+        let now = Date()
+        let policy = spool.configuration.retry
+        let attemptsMade = job.attempts + 1
+        let deadline = job.createdAt.addingTimeInterval(policy.maxAge.seconds)
+        var giveUp: String?
+        if policy.maxAttempts > 0 && attemptsMade >= policy.maxAttempts {
+            giveUp = "gave up after \(attemptsMade) attempts: \(error)"
+        } else if now >= deadline {
+            giveUp = "gave up: not delivered within max_age (\(DurationParser.format(policy.maxAge))): \(error)"
+        }
+        if let giveUp {
+            let failed = try await store.finish(job, startedAt: startedAt, now: now, bytesSent: bytesSent, transition: .failed(
+                error: giveUp, status: status, body: body, contentType: contentType))
+            log.error("giving up on the file", metadata: ["reason": "\(giveUp)"])
+            forgetBody(of: job)
+            await disposer.dispose(failed, spool: spool.configuration, files: spool.files)
+            return
+        }
+        var delay = spool.backoff.delay(forRetry: job.attempts)
+        if let notBefore { delay = max(delay, min(notBefore, Self.retryAfterLimit)) }
+        let next = min(now.addingTimeInterval(delay.seconds), deadline)
+        try await store.finish(job, startedAt: startedAt, now: now, bytesSent: bytesSent, transition: .retry(
+            at: next, error: error, status: status, body: body, contentType: contentType))
+        log.warning("upload attempt failed; will retry", metadata: [
+            "error": "\(error)", "attempt": "\(attemptsMade)", "retry_in_ms": "\(Int(next.timeIntervalSince(now) * 1000))",
+        ])
+    }
+
+    // MARK: Body
+
+    enum PreparedBody {
+        case ready(BuiltBody)
+        /// The file is now a different version than the job names.
+        case changed(FileIdentity)
+        /// The file cannot be uploaded at all (gone, a symlink, not a regular file, unreadable).
+        case gone(String)
+        /// Building the body failed for a local reason that may pass (e.g. the disk is full).
+        case localFailure(String)
+    }
+
+    /// Opens the source and builds its body, or reuses the body built for this version by an earlier attempt.
+    func prepareBody(_ job: Job, spool: SpoolRuntime) -> PreparedBody {
+        if let built = builtBodies.withLock({ $0[job.id] }),
+           let current = spool.files.status(job.relativePath), current.matches(built.identity),
+           FileManager.default.fileExists(atPath: built.path) {
+            return .ready(built)
+        }
+        let source: (descriptor: FileDescriptorBox, status: FileStatus)
+        do {
+            let (descriptor, status) = try spool.files.open(job.relativePath)
+            source = (FileDescriptorBox(descriptor), status)
+        } catch {
+            switch error {
+            case .missing: return .gone("the file disappeared before it was uploaded")
+            case .symlink: return .gone("the file was replaced by a symlink, which Ferry never follows")
+            case .notRegularFile(let kind): return .gone("the file was replaced by a \(kind.rawValue) entry, not a regular file")
+            case .permissionDenied: return .gone("ferryd may not read the file (permission denied)")
+            case .other(let error): return .localFailure("cannot open the file: \(error)")
+            }
+        }
+        defer { source.descriptor.close() }
+        guard source.status.matches(job.identity) else { return .changed(FileIdentity(source.status)) }
+        let built: BuiltBody
+        do {
+            built = try bodies.build(job: job, source: source.descriptor.descriptor, status: source.status, spool: spool.configuration)
+        } catch {
+            bodies.remove(for: job)
+            switch error {
+            case .sourceChanged:
+                return .changed(spool.files.status(job.relativePath).map(FileIdentity.init) ?? job.identity)
+            default:
+                return .localFailure("cannot build the request body: \(error)")
+            }
+        }
+        // The copy is only good if the file did not change while it was being copied.
+        if let after = try? source.descriptor.status(), !after.matches(job.identity) {
+            bodies.remove(for: job)
+            return .changed(FileIdentity(after))
+        }
+        builtBodies.withLock { $0[job.id] = built }
+        return .ready(built)
+    }
+
+    private func forgetBody(of job: Job) {
+        builtBodies.withLock { $0[job.id] = nil }
+        bodies.remove(for: job)
+    }
+
+    static func reason(_ status: Int) -> String {
+        switch status {
+        case 400: "Bad Request"
+        case 401: "Unauthorized"
+        case 403: "Forbidden"
+        case 404: "Not Found"
+        case 405: "Method Not Allowed"
+        case 408: "Request Timeout"
+        case 409: "Conflict"
+        case 410: "Gone"
+        case 413: "Content Too Large"
+        case 415: "Unsupported Media Type"
+        case 422: "Unprocessable Content"
+        case 425: "Too Early"
+        case 429: "Too Many Requests"
+        case 500: "Internal Server Error"
+        case 502: "Bad Gateway"
+        case 503: "Service Unavailable"
+        case 504: "Gateway Timeout"
+        case 300..<400: "(redirect; Ferry does not follow redirects, configure the final URL)"
+        default: ""
+        }
+    }
+}
+
+import SystemPackage
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Owns an open source file for the length of one body build.
+struct FileDescriptorBox {
+    let descriptor: FileDescriptor
+    init(_ descriptor: FileDescriptor) { self.descriptor = descriptor }
+    func close() { try? descriptor.close() }
+    func status() throws -> FileStatus {
+        var st = stat()
+        guard fstat(descriptor.rawValue, &st) == 0 else { throw SystemError.current("stat", "(source)") }
+        return FileStatus(st)
+    }
+}
+
+extension Duration {
+    /// The duration in seconds, as a `TimeInterval`.
+    var seconds: TimeInterval {
+        TimeInterval(components.seconds) + TimeInterval(components.attoseconds) / 1e18
+    }
+}

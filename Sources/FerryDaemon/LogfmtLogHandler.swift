@@ -1,0 +1,100 @@
+import Foundation
+import Logging
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Writes one line per event to stderr as `key=value` pairs (logfmt), which journald stores and
+/// `journalctl` greps well: `level=info msg="uploaded" job=01J… spool=media file="a.jpg" status=201`.
+///
+/// A timestamp leads each line unless stderr is the journal (`$JOURNAL_STREAM`), which stamps its own.
+/// Callers never pass secrets (header values, URL queries) as metadata.
+public struct LogfmtLogHandler: LogHandler {
+    public var logLevel: Logger.Level
+    public var metadata: Logger.Metadata = [:]
+    private let label: String
+    private let timestamps: Bool
+
+    private static let lock = Mutex(())
+
+    public init(label: String, level: Logger.Level, timestamps: Bool = ProcessInfo.processInfo.environment["JOURNAL_STREAM"] == nil) {
+        self.label = label
+        self.logLevel = level
+        self.timestamps = timestamps
+    }
+
+    public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    public func log(event: LogEvent) {
+        var line = ""
+        if timestamps {
+            line += Self.timestamp() + " "
+        }
+        line += "level=\(event.level.rawValue) msg=\(Self.quote(event.message.description))"
+        var merged = metadata
+        if let extra = event.metadata { merged.merge(extra) { $1 } }
+        for key in merged.keys.sorted() {
+            line += " \(key)=\(Self.quote(Self.render(merged[key]!)))"
+        }
+        line += "\n"
+        var bytes = Array(line.utf8)
+        Self.lock.withLock { _ in
+            var offset = 0
+            while offset < bytes.count {
+                let count = bytes.withUnsafeMutableBytes { write(2, $0.baseAddress! + offset, $0.count - offset) }
+                if count < 0 && errno == EINTR { continue }
+                if count <= 0 { return }
+                offset += count
+            }
+        }
+    }
+
+    static func render(_ value: Logger.Metadata.Value) -> String {
+        switch value {
+        case .string(let text): text
+        case .stringConvertible(let value): value.description
+        case .array(let values): values.map(render).joined(separator: ",")
+        case .dictionary(let values): values.keys.sorted().map { "\($0):\(render(values[$0]!))" }.joined(separator: ",")
+        }
+    }
+
+    /// Quotes a value when it has spaces, quotes, `=` or control characters; escapes inside quotes.
+    static func quote(_ text: String) -> String {
+        let plain = !text.isEmpty && text.unicodeScalars.allSatisfy { scalar in
+            scalar.value > 0x20 && scalar != "\"" && scalar != "=" && scalar != "\\" && scalar.value != 0x7F
+        }
+        if plain { return text }
+        var out = "\""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            default:
+                if scalar.value < 0x20 || scalar.value == 0x7F {
+                    out += String(format: "\\u%04x", scalar.value)
+                } else {
+                    out.unicodeScalars.append(scalar)
+                }
+            }
+        }
+        return out + "\""
+    }
+
+    static func timestamp() -> String {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        var seconds = now.tv_sec
+        var parts = tm()
+        gmtime_r(&seconds, &parts)
+        return String(format: "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", parts.tm_year + 1900, parts.tm_mon + 1, parts.tm_mday,
+                      parts.tm_hour, parts.tm_min, parts.tm_sec, Int(now.tv_nsec / 1_000_000))
+    }
+}

@@ -1,0 +1,99 @@
+import FerryQueue
+import Foundation
+import Logging
+import Synchronization
+
+/// Starts uploads: claims due jobs from the queue while fewer than `maxConcurrentUploads` are in
+/// flight, and sleeps until a job becomes due, new files arrive, or an upload finishes.
+///
+/// The queue is the only interface between the watchers and the scheduler: watchers insert rows
+/// and ring the doorbell; the scheduler claims rows. Nothing is held in memory per queued job.
+final class Scheduler: Sendable {
+    let store: JobStore
+    let pipeline: JobPipeline
+    let maxConcurrentUploads: Int
+    let doorbell = Doorbell()
+    let logger: Logger
+    /// Called once per loop turn; the daemon hangs its periodic chores (watchdog, pending dispositions) here.
+    let onTurn: @Sendable () async -> Void
+
+    private struct State {
+        var inFlight = 0
+        var stopping = false
+    }
+    private let state = Mutex(State())
+
+    init(store: JobStore, pipeline: JobPipeline, maxConcurrentUploads: Int, logger: Logger, onTurn: @escaping @Sendable () async -> Void = {}) {
+        self.store = store
+        self.pipeline = pipeline
+        self.maxConcurrentUploads = maxConcurrentUploads
+        self.logger = logger
+        self.onTurn = onTurn
+    }
+
+    /// The number of uploads in flight.
+    var inFlight: Int { state.withLock { $0.inFlight } }
+
+    /// New work may be due: wake the loop.
+    func wake() { doorbell.ring() }
+
+    /// Stop starting uploads; ``run(shutdownTimeout:)`` then waits for those in flight.
+    func beginShutdown() {
+        state.withLock { $0.stopping = true }
+        doorbell.ring()
+    }
+
+    /// Runs until ``beginShutdown()``; then lets uploads in flight finish for up to `shutdownTimeout`
+    /// and cancels the rest (they go back to the queue).
+    func run(shutdownTimeout: Duration) async {
+        await withDiscardingTaskGroup { group in
+            while !state.withLock({ $0.stopping }) {
+                await onTurn()
+                let free = maxConcurrentUploads - inFlight
+                var claimed = 0
+                if free > 0 {
+                    do {
+                        let jobs = try await store.claimDue(now: Date(), limit: free)
+                        claimed = jobs.count
+                        for job in jobs {
+                            state.withLock { $0.inFlight += 1 }
+                            group.addTask {
+                                await self.pipeline.process(job)
+                                self.state.withLock { $0.inFlight -= 1 }
+                                self.doorbell.ring()
+                            }
+                        }
+                    } catch {
+                        logger.error("cannot claim jobs from the queue", metadata: ["error": "\(error)"])
+                        await doorbell.wait(until: .now + .seconds(1))
+                        continue
+                    }
+                }
+                if claimed > 0 && claimed == free { continue }
+                // Sleep until the next job is due (or a minute, for the periodic chores).
+                var deadline = ContinuousClock.now + .seconds(60)
+                if inFlight < maxConcurrentUploads, let due = try? await store.nextDueDate() {
+                    let wait = due.timeIntervalSinceNow
+                    let earliest = ContinuousClock.now + .milliseconds(claimed == 0 && wait <= 0 ? 100 : 0)
+                    deadline = min(deadline, max(earliest, ContinuousClock.now + .milliseconds(Int64(max(0, wait) * 1000))))
+                }
+                await doorbell.wait(until: deadline)
+            }
+            let remaining = inFlight
+            if remaining > 0 {
+                logger.notice("shutting down: waiting for uploads in flight", metadata: [
+                    "uploads": "\(remaining)", "timeout": "\(shutdownTimeout)",
+                ])
+                let deadline = ContinuousClock.now + shutdownTimeout
+                while inFlight > 0 && ContinuousClock.now < deadline {
+                    await doorbell.wait(until: deadline)
+                }
+                if inFlight > 0 {
+                    logger.notice("shutdown timeout reached; aborting uploads in flight (they stay queued)",
+                                  metadata: ["uploads": "\(inFlight)"])
+                    group.cancelAll()
+                }
+            }
+        }
+    }
+}

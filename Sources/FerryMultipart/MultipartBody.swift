@@ -1,0 +1,122 @@
+import FerrySystem
+import SystemPackage
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A complete `multipart/form-data` body (RFC 7578): a boundary and its parts, in order.
+///
+/// The body is laid out exactly as browsers send it:
+///
+///     --B CRLF  headers CRLF  bytes CRLF      (for each part)
+///     --B-- CRLF                              (the close delimiter)
+///
+/// with no preamble and no epilogue, CRLF everywhere, and file bytes copied unaltered. Its length is
+/// known exactly before a byte is written (``contentLength``), so it can be sent with a
+/// `Content-Length` header rather than chunked.
+public struct MultipartBody: Sendable {
+    /// The boundary between parts.
+    public let boundary: MultipartBoundary
+    /// The parts, in the order they are written.
+    public let parts: [MultipartPart]
+    /// Each part's header block, built once.
+    private let headers: [[UInt8]]
+
+    /// Describes a body; fails if a part header would need a CR, LF or NUL.
+    public init(boundary: MultipartBoundary, parts: [MultipartPart]) throws(MultipartError) {
+        self.boundary = boundary
+        self.parts = parts
+        var headers: [[UInt8]] = []
+        headers.reserveCapacity(parts.count)
+        for part in parts { headers.append(try part.headerBytes()) }
+        self.headers = headers
+    }
+
+    /// The request's `Content-Type`: exactly `multipart/form-data; boundary=B`, with no `charset`.
+    public var contentType: String { "multipart/form-data; boundary=\(boundary.value)" }
+
+    /// The exact length of the body in bytes.
+    public var contentLength: Int64 {
+        let delimiter = Int64(boundary.value.utf8.count + 4)  // "--B\r\n"
+        var total = Int64(boundary.value.utf8.count + 6)  // "--B--\r\n"
+        for (part, header) in zip(parts, headers) {
+            total += delimiter + Int64(header.count) + part.content.length + 2
+        }
+        return total
+    }
+
+    /// Writes the whole body to `output` from offset 0 and returns the number of bytes written.
+    ///
+    /// File parts are copied with `copy_file_range(2)` when `copier` allows it, falling back to
+    /// `pread`/`pwrite` where the kernel or filesystem does not support it.
+    /// - Parameter path: the output's path, used in error messages only.
+    /// - Throws: ``MultipartError/sourceChanged(expected:actual:)`` if a file part's source is shorter
+    ///   than planned, ``MultipartError/io(operation:path:errno:)`` if a write fails (e.g. `ENOSPC`).
+    @discardableResult
+    public func write(
+        to output: FileDescriptor, path: String, copier: FileCopier = .automatic
+    ) throws(MultipartError) -> Int64 {
+        var offset: Int64 = 0
+        var pending: [UInt8] = []  // framing bytes not yet written, coalesced into one write
+        func flush() throws(MultipartError) {
+            guard !pending.isEmpty else { return }
+            if let failure = FileCopier.writeAll(pending, to: output, at: offset) {
+                throw .io(operation: "write", path: path, errno: failure)
+            }
+            offset += Int64(pending.count)
+            pending.removeAll(keepingCapacity: true)
+        }
+        for (part, header) in zip(parts, headers) {
+            pending += Array("--\(boundary.value)\r\n".utf8)
+            pending += header
+            switch part.content {
+            case .bytes(let bytes):
+                pending += bytes
+            case .file(let source, let length):
+                try flush()
+                do {
+                    try copier.copy(from: source, length: length, to: output, at: offset)
+                } catch {
+                    switch error {
+                    case .sourceShort(let expected, let actual):
+                        throw .sourceChanged(expected: expected, actual: actual)
+                    case .io(let reading, let code):
+                        throw .io(operation: reading ? "read the file for" : "write", path: path, errno: code)
+                    }
+                }
+                offset += length
+            }
+            pending += [0x0D, 0x0A]
+        }
+        pending += Array("--\(boundary.value)--\r\n".utf8)
+        try flush()
+        return offset
+    }
+
+    /// Writes the body to a new file at `path`, created with mode 0600 and `O_EXCL`, so an existing
+    /// file (or a symlink planted there) is never written through. On failure the partial file is removed.
+    /// - Returns: the number of bytes written, equal to ``contentLength``.
+    @discardableResult
+    public func writeFile(at path: FilePath, copier: FileCopier = .automatic) throws(MultipartError) -> Int64 {
+        let descriptor: FileDescriptor
+        do {
+            descriptor = try FileDescriptor.open(
+                path, .writeOnly, options: [.create, .exclusiveCreate, .noFollow, .closeOnExec],
+                permissions: [.ownerReadWrite], retryOnInterrupt: true)
+        } catch {
+            throw .io(operation: "create", path: path.string, errno: (error as? Errno)?.rawValue ?? EIO)
+        }
+        defer { try? descriptor.close() }
+        do throws(MultipartError) {
+            // The mode is 0600 regardless of the umask: only the daemon's user may read a body.
+            if fchmod(descriptor.rawValue, 0o600) != 0 {
+                throw .io(operation: "chmod", path: path.string, errno: errno)
+            }
+            return try write(to: descriptor, path: path.string, copier: copier)
+        } catch {
+            unlink(path.string)
+            throw error
+        }
+    }
+}

@@ -1,0 +1,229 @@
+import Foundation
+import GRDB
+
+/// Where a job is in its life.
+///
+///     queued ──claim──▶ uploading ──2xx──▶ done
+///        ▲                 │  ├──retryable──▶ retrying ──due──▶ (claimed again)
+///        └──interrupted────┘  └──permanent / out of attempts or age──▶ failed
+///
+/// `done` and `failed` are final. Each is first committed with its *disposition* pending (the source
+/// file still to be deleted, moved or kept); ``Job/disposedAt`` records that the file was dealt with.
+public enum JobState: String, Sendable, Codable, CaseIterable, DatabaseValueConvertible {
+    /// Waiting for an upload slot.
+    case queued
+    /// An attempt is in flight.
+    case uploading
+    /// The last attempt failed in a way that may succeed later; waiting for `next_attempt_at`.
+    case retrying
+    /// The server accepted the file.
+    case done
+    /// Ferry gave up; the file is in the spool's `failed_directory` with an `.error.json` sidecar.
+    case failed
+
+    /// States in which the job still owns its source file in the spool.
+    public static let active: [JobState] = [.queued, .uploading, .retrying]
+
+    /// Whether the job will not change state again.
+    public var isFinal: Bool { self == .done || self == .failed }
+}
+
+/// Identifies one version of a file: the same inode with the same size and modification time.
+/// A source is deleted only if it still has the identity that was uploaded.
+public struct FileIdentity: Sendable, Hashable, Codable {
+    public var device: UInt64
+    public var inode: UInt64
+    public var size: Int64
+    /// Modification time in nanoseconds since the Unix epoch.
+    public var modificationTime: Int64
+
+    public init(device: UInt64, inode: UInt64, size: Int64, modificationTime: Int64) {
+        self.device = device
+        self.inode = inode
+        self.size = size
+        self.modificationTime = modificationTime
+    }
+}
+
+/// One file's journey through the queue: one row of the `job` table.
+public struct Job: Sendable, Hashable, FetchableRecord, MutablePersistableRecord {
+    public static let databaseTableName = "job"
+
+    /// Internal row number; increases with each job and is never reused.
+    public var sequence: Int64?
+    /// The public id, also sent as `Idempotency-Key`.
+    public var id: JobID
+    /// The spool's configured name.
+    public var spool: String
+    /// The file's path below the spool directory, as raw bytes (Linux names need not be UTF-8).
+    public var relativePath: [UInt8]
+    /// The version of the file this job uploads.
+    public var identity: FileIdentity
+    public var state: JobState
+    /// The multipart boundary, kept so a rebuilt body is byte-identical.
+    public var boundary: String
+    /// Completed attempts (interrupted ones, e.g. by shutdown, do not count).
+    public var attempts: Int
+    public var createdAt: Date
+    public var updatedAt: Date
+    /// When a queued or retrying job may next be attempted.
+    public var nextAttemptAt: Date?
+    /// When the job reached `done` or `failed`.
+    public var finishedAt: Date?
+    /// The most recent failure, in words.
+    public var lastError: String?
+    /// The final HTTP status, when the server answered.
+    public var responseStatus: Int?
+    /// The first 64 KiB of the server's final response body.
+    public var responseBody: [UInt8]?
+    /// The final response's `Content-Type`.
+    public var responseContentType: String?
+    /// When the source file was deleted, moved or kept after a final state; `nil` while pending.
+    public var disposedAt: Date?
+    /// Where the file is now, if it was moved (sent or failed directory), as raw bytes.
+    public var finalPath: [UInt8]?
+
+    public init(
+        id: JobID, spool: String, relativePath: [UInt8], identity: FileIdentity, boundary: String, now: Date
+    ) {
+        self.id = id
+        self.spool = spool
+        self.relativePath = relativePath
+        self.identity = identity
+        self.state = .queued
+        self.boundary = boundary
+        self.attempts = 0
+        self.createdAt = now
+        self.updatedAt = now
+        self.nextAttemptAt = now
+    }
+
+    /// The relative path as text, with invalid UTF-8 replaced by U+FFFD (for display only).
+    public var displayPath: String { String(decoding: relativePath, as: UTF8.self) }
+
+    enum Field {
+        static let sequence = Column("seq")
+        static let id = Column("id")
+        static let spool = Column("spool")
+        static let relativePath = Column("relative_path")
+        static let state = Column("state")
+        static let nextAttemptAt = Column("next_attempt_at")
+        static let disposedAt = Column("disposed_at")
+    }
+
+    public init(row: Row) throws {
+        sequence = row["seq"]
+        id = JobID(rawValue: row["id"])
+        spool = row["spool"]
+        relativePath = [UInt8](row["relative_path"] as Data)
+        identity = FileIdentity(
+            device: UInt64(bitPattern: row["device"]), inode: UInt64(bitPattern: row["inode"]),
+            size: row["size"], modificationTime: row["mtime_ns"])
+        state = row["state"]
+        boundary = row["boundary"]
+        attempts = row["attempts"]
+        createdAt = Date(timeIntervalSince1970: row["created_at"])
+        updatedAt = Date(timeIntervalSince1970: row["updated_at"])
+        nextAttemptAt = (row["next_attempt_at"] as Double?).map(Date.init(timeIntervalSince1970:))
+        finishedAt = (row["finished_at"] as Double?).map(Date.init(timeIntervalSince1970:))
+        lastError = row["last_error"]
+        responseStatus = row["response_status"]
+        responseBody = (row["response_body"] as Data?).map { [UInt8]($0) }
+        responseContentType = row["response_content_type"]
+        disposedAt = (row["disposed_at"] as Double?).map(Date.init(timeIntervalSince1970:))
+        finalPath = (row["final_path"] as Data?).map { [UInt8]($0) }
+    }
+
+    public func encode(to container: inout PersistenceContainer) throws {
+        container["seq"] = sequence
+        container["id"] = id.rawValue
+        container["spool"] = spool
+        container["relative_path"] = Data(relativePath)
+        container["device"] = Int64(bitPattern: identity.device)
+        container["inode"] = Int64(bitPattern: identity.inode)
+        container["size"] = identity.size
+        container["mtime_ns"] = identity.modificationTime
+        container["state"] = state
+        container["boundary"] = boundary
+        container["attempts"] = attempts
+        container["created_at"] = createdAt.timeIntervalSince1970
+        container["updated_at"] = updatedAt.timeIntervalSince1970
+        container["next_attempt_at"] = nextAttemptAt?.timeIntervalSince1970
+        container["finished_at"] = finishedAt?.timeIntervalSince1970
+        container["last_error"] = lastError
+        container["response_status"] = responseStatus
+        container["response_body"] = responseBody.map { Data($0) }
+        container["response_content_type"] = responseContentType
+        container["disposed_at"] = disposedAt?.timeIntervalSince1970
+        container["final_path"] = finalPath.map { Data($0) }
+    }
+
+    public mutating func didInsert(_ inserted: InsertionSuccess) {
+        sequence = inserted.rowID
+    }
+}
+
+/// One try at uploading a job: a row of the `attempt` table.
+public struct Attempt: Sendable, Hashable, FetchableRecord, PersistableRecord {
+    public static let databaseTableName = "attempt"
+
+    /// How an attempt ended.
+    public enum Outcome: String, Sendable, Codable, DatabaseValueConvertible {
+        /// The server accepted the file (2xx).
+        case success
+        /// A failure that will be retried.
+        case retry
+        /// A failure that ended the job.
+        case failure
+        /// Cut short by a shutdown or a changed source; it does not count against the job.
+        case interrupted
+    }
+
+    public var jobSequence: Int64
+    /// 1 for the first attempt; interrupted attempts share the number of the next real one.
+    public var number: Int
+    public var startedAt: Date
+    /// Seconds from start to outcome.
+    public var duration: Double
+    public var httpStatus: Int?
+    public var error: String?
+    /// Request body bytes handed to the connection.
+    public var bytesSent: Int64
+    public var outcome: Outcome
+
+    public init(
+        jobSequence: Int64, number: Int, startedAt: Date, duration: Double, httpStatus: Int?, error: String?,
+        bytesSent: Int64, outcome: Outcome
+    ) {
+        self.jobSequence = jobSequence
+        self.number = number
+        self.startedAt = startedAt
+        self.duration = duration
+        self.httpStatus = httpStatus
+        self.error = error
+        self.bytesSent = bytesSent
+        self.outcome = outcome
+    }
+
+    public init(row: Row) throws {
+        jobSequence = row["job_seq"]
+        number = row["number"]
+        startedAt = Date(timeIntervalSince1970: row["started_at"])
+        duration = row["duration"]
+        httpStatus = row["http_status"]
+        error = row["error"]
+        bytesSent = row["bytes_sent"]
+        outcome = row["outcome"]
+    }
+
+    public func encode(to container: inout PersistenceContainer) throws {
+        container["job_seq"] = jobSequence
+        container["number"] = number
+        container["started_at"] = startedAt.timeIntervalSince1970
+        container["duration"] = duration
+        container["http_status"] = httpStatus
+        container["error"] = error
+        container["bytes_sent"] = bytesSent
+        container["outcome"] = outcome
+    }
+}

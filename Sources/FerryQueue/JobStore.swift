@@ -1,0 +1,410 @@
+import Foundation
+import GRDB
+
+/// The durable job queue: one SQLite database (WAL mode) in the state directory.
+///
+/// Every commit is made with `synchronous = FULL`, so once a method that records a final state
+/// returns, that state survives a crash or a power cut; only then does the caller touch the source
+/// file. Queries that feed the scheduler are bounded (`LIMIT`), so memory does not grow with the
+/// number of queued jobs.
+public final class JobStore: Sendable {
+    /// The database file.
+    public let path: String
+    private let pool: DatabasePool
+
+    /// How much of a response body is kept with a job.
+    public static let responseExcerptLimit = 64 * 1024
+
+    /// Opens (creating if needed) the database at `path`, checks it, and migrates it to the current schema.
+    /// - Throws: ``QueueError/corrupt(path:details:)`` for a damaged file, never silently replacing it.
+    public init(path: String) throws(QueueError) {
+        self.path = path
+        var configuration = Configuration()
+        configuration.busyMode = .timeout(5)
+        configuration.maximumReaderCount = 4
+        configuration.label = "ferry-queue"
+        configuration.prepareDatabase { db in
+            try db.execute(sql: "PRAGMA foreign_keys = ON")
+        }
+        do {
+            pool = try DatabasePool(path: path, configuration: configuration)
+            // GRDB chooses synchronous=NORMAL for WAL; Ferry's promise needs every commit durable.
+            try pool.writeWithoutTransaction { db in
+                try db.execute(sql: "PRAGMA synchronous = FULL")
+            }
+            let check = try pool.read { db in try String.fetchAll(db, sql: "PRAGMA quick_check") }
+            if check != ["ok"] {
+                throw QueueError.corrupt(path: path, details: check.prefix(3).joined(separator: "; "))
+            }
+            try Self.migrator.migrate(pool)
+        } catch {
+            if let error = error as? DatabaseError, error.message?.contains("unknown migration") == true {
+                throw .newerSchema(path: path, migration: error.message ?? "")
+            }
+            throw QueueError.classify(error, path: path)
+        }
+    }
+
+    /// The schema's history; a migration, once released, is never edited.
+    static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1: jobs and attempts") { db in
+            try db.execute(sql: """
+                CREATE TABLE job (
+                    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                    id TEXT NOT NULL UNIQUE,
+                    spool TEXT NOT NULL,
+                    relative_path BLOB NOT NULL,
+                    device INTEGER NOT NULL,
+                    inode INTEGER NOT NULL,
+                    size INTEGER NOT NULL,
+                    mtime_ns INTEGER NOT NULL,
+                    state TEXT NOT NULL,
+                    boundary TEXT NOT NULL,
+                    attempts INTEGER NOT NULL DEFAULT 0,
+                    created_at REAL NOT NULL,
+                    updated_at REAL NOT NULL,
+                    next_attempt_at REAL,
+                    finished_at REAL,
+                    last_error TEXT,
+                    response_status INTEGER,
+                    response_body BLOB,
+                    response_content_type TEXT,
+                    disposition TEXT,
+                    disposed_at REAL,
+                    final_path BLOB
+                );
+                -- At most one job per file in the spool is in flight: the database, not the
+                -- watcher, guarantees a file is never queued twice.
+                CREATE UNIQUE INDEX job_active_path ON job(spool, relative_path)
+                    WHERE state IN ('queued', 'uploading', 'retrying');
+                CREATE INDEX job_by_path ON job(spool, relative_path, seq);
+                CREATE INDEX job_due ON job(next_attempt_at, seq)
+                    WHERE state IN ('queued', 'retrying');
+                CREATE INDEX job_by_state ON job(state, seq);
+                CREATE INDEX job_undisposed ON job(seq)
+                    WHERE disposed_at IS NULL AND state IN ('done', 'failed');
+
+                CREATE TABLE attempt (
+                    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                    job_seq INTEGER NOT NULL REFERENCES job(seq) ON DELETE CASCADE,
+                    number INTEGER NOT NULL,
+                    started_at REAL NOT NULL,
+                    duration REAL NOT NULL,
+                    http_status INTEGER,
+                    error TEXT,
+                    bytes_sent INTEGER NOT NULL,
+                    outcome TEXT NOT NULL
+                );
+                CREATE INDEX attempt_by_job ON attempt(job_seq, seq);
+                """)
+        }
+        return migrator
+    }
+
+    // MARK: - Intake
+
+    /// A file found in a spool, not yet known to be queued.
+    public struct DiscoveredFile: Sendable, Hashable {
+        public var spool: String
+        public var relativePath: [UInt8]
+        public var identity: FileIdentity
+        public init(spool: String, relativePath: [UInt8], identity: FileIdentity) {
+            self.spool = spool
+            self.relativePath = relativePath
+            self.identity = identity
+        }
+    }
+
+    /// Queues each file that is not already queued or already handled, in one transaction, and
+    /// returns the new jobs. A file is already handled when the latest job for its path is still
+    /// active, still being disposed of, or was deliberately left in place (`keep`, or changed during
+    /// its upload) with this very identity.
+    public func enqueue(
+        _ files: [DiscoveredFile], now: Date, makeBoundary: @Sendable () -> String
+    ) async throws -> [Job] {
+        guard !files.isEmpty else { return [] }
+        return try await pool.write { db in
+            var created: [Job] = []
+            let latest = try db.cachedStatement(sql: """
+                SELECT state, device, inode, size, mtime_ns, disposition, disposed_at
+                FROM job WHERE spool = ? AND relative_path = ? ORDER BY seq DESC LIMIT 1
+                """)
+            for file in files {
+                latest.setUncheckedArguments([file.spool, Data(file.relativePath)])
+                if let row = try Row.fetchOne(latest) {
+                    let state: JobState = row["state"]
+                    if !state.isFinal { continue }
+                    if row["disposed_at"] as Double? == nil { continue }
+                    let identity = FileIdentity(
+                        device: UInt64(bitPattern: row["device"]), inode: UInt64(bitPattern: row["inode"]),
+                        size: row["size"], modificationTime: row["mtime_ns"])
+                    let disposition: String? = row["disposition"]
+                    let leftInPlace = disposition == Disposition.kept.rawValue || disposition == Disposition.left.rawValue
+                    if leftInPlace && identity == file.identity { continue }
+                }
+                var job = Job(
+                    id: JobID.generate(milliseconds: UInt64(max(0, now.timeIntervalSince1970 * 1000))),
+                    spool: file.spool, relativePath: file.relativePath, identity: file.identity,
+                    boundary: makeBoundary(), now: now)
+                try job.insert(db)
+                created.append(job)
+            }
+            return created
+        }
+    }
+
+    // MARK: - Scheduling
+
+    /// Atomically moves up to `limit` due jobs (oldest due first) to `uploading` and returns them.
+    public func claimDue(now: Date, limit: Int, excludingSpools paused: Set<String> = []) async throws -> [Job] {
+        guard limit > 0 else { return [] }
+        return try await pool.write { db in
+            var sql = """
+                SELECT * FROM job WHERE state IN ('queued', 'retrying') AND next_attempt_at <= ?
+                """
+            var arguments: StatementArguments = [now.timeIntervalSince1970]
+            if !paused.isEmpty {
+                sql += " AND spool NOT IN (\(paused.map { _ in "?" }.joined(separator: ",")))"
+                _ = arguments.append(contentsOf: StatementArguments(Array(paused)))
+            }
+            sql += " ORDER BY next_attempt_at, seq LIMIT ?"
+            _ = arguments.append(contentsOf: [limit])
+            var jobs = try Job.fetchAll(db, sql: sql, arguments: arguments)
+            for index in jobs.indices {
+                jobs[index].state = .uploading
+                jobs[index].updatedAt = now
+                try db.execute(
+                    sql: "UPDATE job SET state = 'uploading', updated_at = ? WHERE seq = ?",
+                    arguments: [now.timeIntervalSince1970, jobs[index].sequence])
+            }
+            return jobs
+        }
+    }
+
+    /// When the earliest queued or retrying job becomes due (possibly in the past), or `nil` if none waits.
+    public func nextDueDate(excludingSpools paused: Set<String> = []) async throws -> Date? {
+        try await pool.read { db in
+            var sql = "SELECT MIN(next_attempt_at) FROM job WHERE state IN ('queued', 'retrying')"
+            var arguments = StatementArguments()
+            if !paused.isEmpty {
+                sql += " AND spool NOT IN (\(paused.map { _ in "?" }.joined(separator: ",")))"
+                arguments = StatementArguments(Array(paused))
+            }
+            return try Double.fetchOne(db, sql: sql, arguments: arguments).map(Date.init(timeIntervalSince1970:))
+        }
+    }
+
+    // MARK: - Outcomes
+
+    /// How an attempt changes its job.
+    public enum Transition: Sendable {
+        /// The server accepted the file; the source's disposition is still to be applied.
+        case succeeded(status: Int, body: [UInt8], contentType: String?)
+        /// Retry no earlier than `at`.
+        case retry(at: Date, error: String, status: Int?, body: [UInt8]?, contentType: String?)
+        /// Give up; the source goes to the failed directory.
+        case failed(error: String, status: Int?, body: [UInt8]?, contentType: String?)
+        /// The attempt was cut short through no fault of the server (shutdown, source changed);
+        /// queue again at `at` without counting it.
+        case interrupted(at: Date, reason: String)
+    }
+
+    /// Records an attempt and its effect on the job in one durable transaction, and returns the updated job.
+    @discardableResult
+    public func finish(
+        _ job: Job, startedAt: Date, now: Date, bytesSent: Int64, transition: Transition
+    ) async throws -> Job {
+        var job = job
+        let sequence = job.sequence!
+        let counts: Bool
+        var attempt = Attempt(
+            jobSequence: sequence, number: job.attempts + 1, startedAt: startedAt,
+            duration: max(0, now.timeIntervalSince(startedAt)), httpStatus: nil, error: nil,
+            bytesSent: bytesSent, outcome: .success)
+        job.updatedAt = now
+        switch transition {
+        case .succeeded(let status, let body, let contentType):
+            counts = true
+            attempt.httpStatus = status
+            job.state = .done
+            job.finishedAt = now
+            job.nextAttemptAt = nil
+            job.responseStatus = status
+            job.responseBody = Array(body.prefix(Self.responseExcerptLimit))
+            job.responseContentType = contentType
+            job.lastError = nil
+        case .retry(let at, let error, let status, let body, let contentType):
+            counts = true
+            attempt.outcome = .retry
+            attempt.httpStatus = status
+            attempt.error = error
+            job.state = .retrying
+            job.nextAttemptAt = at
+            job.lastError = error
+            if let status {
+                job.responseStatus = status
+                job.responseBody = body.map { Array($0.prefix(Self.responseExcerptLimit)) }
+                job.responseContentType = contentType
+            }
+        case .failed(let error, let status, let body, let contentType):
+            counts = true
+            attempt.outcome = .failure
+            attempt.httpStatus = status
+            attempt.error = error
+            job.state = .failed
+            job.finishedAt = now
+            job.nextAttemptAt = nil
+            job.lastError = error
+            if let status {
+                job.responseStatus = status
+                job.responseBody = body.map { Array($0.prefix(Self.responseExcerptLimit)) }
+                job.responseContentType = contentType
+            }
+        case .interrupted(let at, let reason):
+            counts = false
+            attempt.outcome = .interrupted
+            attempt.error = reason
+            job.state = .queued
+            job.nextAttemptAt = at
+        }
+        if counts { job.attempts += 1 }
+        let updated = job
+        let record = attempt
+        try await pool.write { db in
+            try record.insert(db)
+            try updated.update(db)
+        }
+        return updated
+    }
+
+    /// Fails a job without an attempt (the source vanished or cannot be read, or it aged out while waiting).
+    @discardableResult
+    public func fail(_ job: Job, now: Date, error: String) async throws -> Job {
+        var job = job
+        job.state = .failed
+        job.finishedAt = now
+        job.updatedAt = now
+        job.nextAttemptAt = nil
+        job.lastError = error
+        let updated = job
+        try await pool.write { db in try updated.update(db) }
+        return updated
+    }
+
+    /// Points a queued job at a new version of its file (it changed before its body was built).
+    @discardableResult
+    public func updateIdentity(_ job: Job, to identity: FileIdentity, now: Date) async throws -> Job {
+        var job = job
+        job.identity = identity
+        job.updatedAt = now
+        let updated = job
+        try await pool.write { db in try updated.update(db) }
+        return updated
+    }
+
+    /// What became of a source file after its job reached a final state.
+    public enum Disposition: String, Sendable {
+        /// Deleted from the spool (`after_upload = "delete"`).
+        case deleted
+        /// Moved to the sent directory (`move`) or, for a failed job, to the failed directory.
+        case moved
+        /// Left in place on purpose (`keep`).
+        case kept
+        /// Left in place because it changed after it was uploaded; the new version is queued anew.
+        case left
+        /// Already gone when Ferry came to dispose of it.
+        case missing
+    }
+
+    /// Records that the source file has been dealt with.
+    public func markDisposed(_ job: Job, disposition: Disposition, finalPath: [UInt8]?, now: Date) async throws {
+        try await pool.write { db in
+            try db.execute(
+                sql: "UPDATE job SET disposition = ?, disposed_at = ?, final_path = ?, updated_at = ? WHERE seq = ?",
+                arguments: [disposition.rawValue, now.timeIntervalSince1970, finalPath.map { Data($0) },
+                            now.timeIntervalSince1970, job.sequence])
+        }
+    }
+
+    // MARK: - Recovery
+
+    /// After a restart, puts jobs that were `uploading` when the daemon stopped back in the queue,
+    /// due now, and returns how many there were. Their interrupted attempt is not counted.
+    public func requeueInterrupted(now: Date) async throws -> Int {
+        try await pool.write { db in
+            try db.execute(
+                sql: "UPDATE job SET state = 'queued', next_attempt_at = ?, updated_at = ? WHERE state = 'uploading'",
+                arguments: [now.timeIntervalSince1970, now.timeIntervalSince1970])
+            return db.changesCount
+        }
+    }
+
+    /// Jobs in a final state whose source file has not been dealt with yet, oldest first.
+    public func pendingDispositions(limit: Int) async throws -> [Job] {
+        try await pool.read { db in
+            try Job.fetchAll(db, sql: """
+                SELECT * FROM job WHERE disposed_at IS NULL AND state IN ('done', 'failed') ORDER BY seq LIMIT ?
+                """, arguments: [limit])
+        }
+    }
+
+    // MARK: - Reading
+
+    /// The job with public id `id`.
+    public func job(id: JobID) async throws -> Job? {
+        try await pool.read { db in try Job.filter(Job.Field.id == id.rawValue).fetchOne(db) }
+    }
+
+    /// The job with internal sequence number `sequence`.
+    public func job(sequence: Int64) async throws -> Job? {
+        try await pool.read { db in try Job.fetchOne(db, key: sequence) }
+    }
+
+    /// Jobs, newest first, optionally filtered by state and spool.
+    public func jobs(state: JobState? = nil, spool: String? = nil, limit: Int = 100) async throws -> [Job] {
+        try await pool.read { db in
+            var request = Job.all()
+            if let state { request = request.filter(Job.Field.state == state.rawValue) }
+            if let spool { request = request.filter(Job.Field.spool == spool) }
+            return try request.order(Job.Field.sequence.desc).limit(limit).fetchAll(db)
+        }
+    }
+
+    /// The attempts made for a job, oldest first.
+    public func attempts(of job: Job) async throws -> [Attempt] {
+        try await pool.read { db in
+            try Attempt.fetchAll(db, sql: "SELECT * FROM attempt WHERE job_seq = ? ORDER BY seq", arguments: [job.sequence])
+        }
+    }
+
+    /// The number of jobs in each state, per spool.
+    public func counts() async throws -> [String: [JobState: Int]] {
+        try await pool.read { db in
+            var result: [String: [JobState: Int]] = [:]
+            let rows = try Row.fetchCursor(db, sql: "SELECT spool, state, COUNT(*) AS n FROM job GROUP BY spool, state")
+            while let row = try rows.next() {
+                let spool: String = row["spool"]
+                if let state = JobState(rawValue: row["state"]) { result[spool, default: [:]][state] = row["n"] }
+            }
+            return result
+        }
+    }
+
+    /// The latest job recorded for a file in a spool.
+    public func latestJob(spool: String, relativePath: [UInt8]) async throws -> Job? {
+        try await pool.read { db in
+            try Job.fetchOne(db, sql: """
+                SELECT * FROM job WHERE spool = ? AND relative_path = ? ORDER BY seq DESC LIMIT 1
+                """, arguments: [spool, Data(relativePath)])
+        }
+    }
+
+    /// The `synchronous` setting of the writer connection (2 = FULL); for tests and diagnostics.
+    public func synchronousSetting() throws -> Int {
+        try pool.writeWithoutTransaction { db in try Int.fetchOne(db, sql: "PRAGMA synchronous") ?? -1 }
+    }
+
+    /// Closes the database.
+    public func close() throws { try pool.close() }
+}

@@ -1,0 +1,87 @@
+/// A header field as received.
+public struct HeaderField: Sendable, Codable, Hashable {
+    public var name: String
+    public var value: String
+}
+
+/// A text field from a multipart body.
+public struct ReceivedField: Sendable, Codable, Hashable {
+    public var name: String
+    public var value: String
+}
+
+/// A file part from a multipart body (or a whole non-multipart body), as stored.
+public struct ReceivedFile: Sendable, Codable, Hashable {
+    /// The part's `name` parameter (empty for a raw body).
+    public var fieldName: String
+    /// The `filename` parameter exactly as sent (browsers' escaping intact, e.g. `%22`).
+    public var filenameParameter: String
+    /// The file name with the browsers' `%22`/`%0D`/`%0A` escaping reversed.
+    public var filename: String
+    /// The part's `Content-Type`, if it had one.
+    public var contentType: String?
+    /// Bytes received.
+    public var size: Int64
+    /// SHA-256 of the bytes, lowercase hex.
+    public var sha256: String
+    /// Where the bytes were stored, when they were kept.
+    public var storedPath: String?
+}
+
+/// One request the receiver saw, complete or not.
+public struct ReceivedRequest: Sendable, Codable {
+    /// 0 for the first request since the receiver started.
+    public var index: Int
+    public var method: String
+    public var uri: String
+    public var headers: [HeaderField]
+    public var fields: [ReceivedField] = []
+    public var files: [ReceivedFile] = []
+    /// Body bytes read so far.
+    public var bodyBytes: Int64 = 0
+    /// Whether the whole body arrived (and, for multipart, parsed).
+    public var complete = false
+    /// The status the receiver answered with, if it answered.
+    public var status: Int?
+    /// What went wrong, if anything.
+    public var error: String?
+
+    /// The first value of header `name` (case-insensitive).
+    public func header(_ name: String) -> String? {
+        headers.first { $0.name.lowercased() == name.lowercased() }?.value
+    }
+
+    /// The `Idempotency-Key` header.
+    public var idempotencyKey: String? { header("Idempotency-Key") }
+
+    /// The value of text field `name`.
+    public func field(_ name: String) -> String? {
+        fields.first { $0.name == name }?.value
+    }
+}
+
+/// What the receiver does with one request: store it, or misbehave in a planned way.
+public enum ReceiverAction: Sendable {
+    /// Read and parse the body, store the files, answer `status` with a JSON summary.
+    case store(status: Int = 201)
+    /// Read the whole body, store nothing, answer with this status, headers and body.
+    case respond(status: Int, headers: [HeaderField] = [], body: String = "")
+    /// Answer at once, without reading the body, then close the connection.
+    case respondEarly(status: Int, headers: [HeaderField] = [], body: String = "")
+    /// Read `afterBytes` of the body, then stop reading: the client's upload stalls.
+    case stall(afterBytes: Int64)
+    /// Read `afterBytes` of the body, then close the connection without an answer.
+    case disconnect(afterBytes: Int64)
+}
+
+/// What a plan sees of a request before deciding what to do with it.
+public struct RequestInfo: Sendable {
+    public var index: Int
+    public var method: String
+    public var uri: String
+    public var headers: [HeaderField]
+
+    public func header(_ name: String) -> String? {
+        headers.first { $0.name.lowercased() == name.lowercased() }?.value
+    }
+}

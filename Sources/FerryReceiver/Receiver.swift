@@ -1,0 +1,139 @@
+import Foundation
+import Logging
+import NIOCore
+import NIOPosix
+import Synchronization
+
+/// A real HTTP/1.1 server on loopback that receives uploads: it parses `multipart/form-data`
+/// bodies as they stream in, stores each file part under its file name in a directory, and records
+/// every request (headers, fields, file sizes and SHA-256, `Idempotency-Key`).
+///
+/// `ferryd demo` runs one as its destination; the tests and the benchmarks run it as the server
+/// under test, and a ``plan`` makes it misbehave on cue (errors, `Retry-After`, stalls, resets).
+public final class Receiver: Sendable {
+    /// The address it listens on.
+    public let host: String
+    /// The port it listens on (chosen by the kernel when started with port 0).
+    public let port: Int
+    /// Where received files are stored.
+    public let directory: String
+
+    private let channel: any Channel
+    let core: ReceiverCore
+
+    /// Starts listening. The receiver only binds to the address given; tests use 127.0.0.1.
+    /// - Parameters:
+    ///   - plan: decides per request what to do; `nil` stores everything and answers 201.
+    public static func start(
+        host: String = "127.0.0.1", port: Int = 0, directory: String,
+        group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+        plan: (@Sendable (RequestInfo) -> ReceiverAction)? = nil,
+        logger: Logger = Logger(label: "ferry.receiver")
+    ) async throws -> Receiver {
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let core = ReceiverCore(directory: directory, plan: plan, logger: logger)
+        let bootstrap = ServerBootstrap(group: group)
+            .serverChannelOption(.backlog, value: 512)
+            .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(.recvAllocator, value: AdaptiveRecvByteBufferAllocator(minimum: 4096, initial: 65536, maximum: 1 << 20))
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
+                    try channel.pipeline.syncOperations.addHandler(ReceiverHandler(core: core))
+                }
+            }
+        let channel = try await bootstrap.bind(host: host, port: port).get()
+        return Receiver(host: host, port: channel.localAddress?.port ?? port, directory: directory, channel: channel, core: core)
+    }
+
+    private init(host: String, port: Int, directory: String, channel: any Channel, core: ReceiverCore) {
+        self.host = host
+        self.port = port
+        self.directory = directory
+        self.channel = channel
+        self.core = core
+    }
+
+    /// `http://host:port` + `path`.
+    public func url(path: String = "/upload") -> String { "http://\(host):\(port)\(path)" }
+
+    /// Replaces the plan for requests that arrive from now on.
+    public func setPlan(_ plan: (@Sendable (RequestInfo) -> ReceiverAction)?) {
+        core.state.withLock { $0.plan = plan }
+    }
+
+    /// Every request seen so far, in arrival order.
+    public var requests: [ReceivedRequest] { core.state.withLock { $0.requests } }
+
+    /// Complete requests that the receiver answered with a 2xx.
+    public var acceptedRequests: [ReceivedRequest] {
+        requests.filter { $0.complete && ($0.status.map { (200..<300).contains($0) } ?? false) }
+    }
+
+    /// Stops listening; connections in progress are closed.
+    public func stop() async throws {
+        try await channel.close()
+    }
+}
+
+/// The receiver's shared state, reached by every connection's handler.
+final class ReceiverCore: Sendable {
+    let directory: String
+    let logger: Logger
+    let state: Mutex<State>
+
+    struct State {
+        var requests: [ReceivedRequest] = []
+        var plan: (@Sendable (RequestInfo) -> ReceiverAction)?
+        var storedNames: Set<String> = []
+    }
+
+    init(directory: String, plan: (@Sendable (RequestInfo) -> ReceiverAction)?, logger: Logger) {
+        self.directory = directory
+        self.logger = logger
+        state = Mutex(State(plan: plan))
+    }
+
+    func begin(method: String, uri: String, headers: [HeaderField]) -> (Int, ReceiverAction) {
+        state.withLock { state in
+            let index = state.requests.count
+            state.requests.append(ReceivedRequest(index: index, method: method, uri: uri, headers: headers))
+            let info = RequestInfo(index: index, method: method, uri: uri, headers: headers)
+            return (index, state.plan?(info) ?? .store())
+        }
+    }
+
+    func update(_ index: Int, _ change: (inout ReceivedRequest) -> Void) {
+        state.withLock { change(&$0.requests[index]) }
+    }
+
+    /// Reserves a unique file name in the directory for `filename`.
+    func reserveName(for filename: String) -> String {
+        let base = Self.sanitize(filename)
+        return state.withLock { state in
+            let dot = base.lastIndex(of: ".").flatMap { $0 > base.startIndex ? $0 : nil }
+            let stem = dot.map { String(base[..<$0]) } ?? base
+            let ext = dot.map { String(base[$0...]) } ?? ""
+            var candidate = base
+            var counter = 0
+            while state.storedNames.contains(candidate)
+                || FileManager.default.fileExists(atPath: directory + "/" + candidate) {
+                counter += 1
+                candidate = "\(stem).\(counter)\(ext)"
+            }
+            state.storedNames.insert(candidate)
+            return candidate
+        }
+    }
+
+    /// A safe local name: the last path component, no leading dot, no NUL or slash.
+    static func sanitize(_ filename: String) -> String {
+        var name = filename.split(whereSeparator: { $0 == "/" || $0 == "\\" }).last.map(String.init) ?? ""
+        name = String(name.unicodeScalars.filter { $0 != "\0" }.map(Character.init))
+        if name.hasPrefix(".") { name = "_" + name }
+        if name.isEmpty { name = "upload" }
+        while name.utf8.count > 240 { name.removeFirst() }
+        return name
+    }
+}
+

@@ -1,0 +1,318 @@
+import Crypto
+import Foundation
+import NIOCore
+import NIOHTTP1
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Handles one connection's requests for a ``Receiver``: runs the plan's action for each and, when
+/// storing, streams file parts straight to disk while hashing them.
+///
+/// File writes are plain blocking `write(2)` calls on the event loop: this is a test and demo server
+/// on loopback, where the page cache absorbs them.
+final class ReceiverHandler: ChannelInboundHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    private let core: ReceiverCore
+    private var request: InFlight?
+
+    init(core: ReceiverCore) { self.core = core }
+
+    /// The request being received on this connection.
+    private struct InFlight {
+        var index: Int
+        var head: HTTPRequestHead
+        var action: ReceiverAction
+        var bodyBytes: Int64 = 0
+        var parser: MultipartStreamParser?
+        /// A non-multipart body, stored as one file.
+        var rawBody: PartSink?
+        var currentPart: PartSink?
+        var fields: [ReceivedField] = []
+        var files: [ReceivedFile] = []
+        var stopped = false
+        var error: String?
+    }
+
+    /// Where one part's bytes go: a temporary file (file parts) or memory (text fields).
+    private final class PartSink {
+        let fieldName: String
+        let filenameParameter: String?
+        let contentType: String?
+        let temporaryPath: String?
+        private var fd: Int32 = -1
+        private var text: [UInt8] = []
+        private var hasher = SHA256()
+        var size: Int64 = 0
+        var writeError: String?
+
+        init(fieldName: String, filenameParameter: String?, contentType: String?, directory: String) {
+            self.fieldName = fieldName
+            self.filenameParameter = filenameParameter
+            self.contentType = contentType
+            if filenameParameter != nil {
+                let path = directory + "/.receiving-\(UUID().uuidString)"
+                temporaryPath = path
+                fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+                if fd < 0 { writeError = "cannot create \(path): \(String(cString: strerror(errno)))" }
+            } else {
+                temporaryPath = nil
+            }
+        }
+
+        func append(_ bytes: UnsafeRawBufferPointer) {
+            size += Int64(bytes.count)
+            guard temporaryPath != nil else {
+                text.append(contentsOf: bytes)
+                return
+            }
+            hasher.update(bufferPointer: bytes)
+            var offset = 0
+            while offset < bytes.count && fd >= 0 {
+                let count = write(fd, bytes.baseAddress! + offset, bytes.count - offset)
+                if count < 0 {
+                    if errno == EINTR { continue }
+                    writeError = "write failed: \(String(cString: strerror(errno)))"
+                    close(fd)
+                    fd = -1
+                    return
+                }
+                offset += count
+            }
+        }
+
+        var textValue: String { String(decoding: text, as: UTF8.self) }
+        var digest: String { hasher.finalize().map { String(format: "%02x", $0) }.joined() }
+
+        func finish() { if fd >= 0 { close(fd); fd = -1 } }
+
+        func discard() {
+            finish()
+            if let temporaryPath { unlink(temporaryPath) }
+        }
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head(let head):
+            begin(head, context: context)
+        case .body(let buffer):
+            body(buffer, context: context)
+        case .end:
+            end(context: context)
+        }
+    }
+
+    private func begin(_ head: HTTPRequestHead, context: ChannelHandlerContext) {
+        let headers = head.headers.map { HeaderField(name: $0.name, value: $0.value) }
+        let (index, action) = core.begin(method: head.method.rawValue, uri: head.uri, headers: headers)
+        var request = InFlight(index: index, head: head, action: action)
+        if case .respondEarly(let status, let extra, let text) = action {
+            self.request = request
+            respond(status: status, headers: extra, body: Array(text.utf8), close: true, context: context)
+            self.request?.stopped = true
+            return
+        }
+        if head.headers.first(name: "Expect")?.lowercased() == "100-continue" {
+            context.writeAndFlush(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: .continue))), promise: nil)
+        }
+        if case .store = action {
+            let contentType = head.headers.first(name: "Content-Type") ?? ""
+            let (mediaType, parameters) = HeaderParameters.parse(contentType)
+            if mediaType.lowercased() == "multipart/form-data" {
+                if let boundary = parameters["boundary"], !boundary.isEmpty {
+                    request.parser = MultipartStreamParser(boundary: boundary)
+                } else {
+                    request.error = "multipart/form-data without a boundary parameter"
+                }
+            } else if head.method == .PUT || head.method == .POST || head.method == .PATCH {
+                let name = head.uri.split(separator: "?").first.flatMap { $0.split(separator: "/").last }.map(String.init) ?? "upload"
+                request.rawBody = PartSink(
+                    fieldName: "", filenameParameter: name.removingPercentEncoding ?? name,
+                    contentType: head.headers.first(name: "Content-Type"), directory: core.directory)
+            }
+        }
+        self.request = request
+    }
+
+    private func body(_ buffer: ByteBuffer, context: ChannelHandlerContext) {
+        guard var request, !request.stopped else { return }
+        var buffer = buffer
+        // Fault actions act at an exact byte count: cut the chunk there.
+        var limit: Int64?
+        switch request.action {
+        case .stall(let after), .disconnect(let after): limit = after
+        default: break
+        }
+        if let limit, request.bodyBytes + Int64(buffer.readableBytes) >= limit {
+            buffer = buffer.getSlice(at: buffer.readerIndex, length: Int(max(0, limit - request.bodyBytes)))!
+            request.stopped = true
+        }
+        request.bodyBytes += Int64(buffer.readableBytes)
+        if request.error == nil {
+            buffer.withUnsafeReadableBytes { bytes in
+                if let sink = request.rawBody {
+                    sink.append(bytes)
+                } else if var parser = request.parser {
+                    do {
+                        try parser.feed(bytes) { event in handle(event, request: &request) }
+                    } catch {
+                        request.error = "invalid multipart body: \(error)"
+                    }
+                    request.parser = parser
+                }
+            }
+        }
+        let bodyBytes = request.bodyBytes
+        core.update(request.index) { $0.bodyBytes = bodyBytes }
+        self.request = request
+        if request.stopped {
+            switch request.action {
+            case .stall:
+                context.channel.setOption(ChannelOptions.autoRead, value: false).whenComplete { _ in }
+            case .disconnect:
+                discardParts()
+                core.update(request.index) { $0.error = "disconnected by plan" }
+                context.close(promise: nil)
+            default:
+                break
+            }
+        }
+    }
+
+    private func handle(_ event: MultipartStreamParser.Event, request: inout InFlight) {
+        switch event {
+        case .partBegin(let headers):
+            let disposition = headers.first { $0.name == "content-disposition" }?.value ?? ""
+            let (_, parameters) = HeaderParameters.parse(disposition)
+            request.currentPart = PartSink(
+                fieldName: parameters["name"] ?? "", filenameParameter: parameters["filename"],
+                contentType: headers.first { $0.name == "content-type" }?.value, directory: core.directory)
+        case .partData(let bytes):
+            request.currentPart?.append(bytes)
+        case .partEnd:
+            guard let part = request.currentPart else { return }
+            part.finish()
+            request.currentPart = nil
+            if let filename = part.filenameParameter {
+                request.files.append(ReceivedFile(
+                    fieldName: HeaderParameters.unescapeWHATWG(part.fieldName), filenameParameter: filename,
+                    filename: HeaderParameters.unescapeWHATWG(filename), contentType: part.contentType,
+                    size: part.size, sha256: part.digest, storedPath: part.temporaryPath))
+                if let error = part.writeError { request.error = error }
+            } else {
+                request.fields.append(ReceivedField(name: HeaderParameters.unescapeWHATWG(part.fieldName), value: part.textValue))
+            }
+        }
+    }
+
+    private func end(context: ChannelHandlerContext) {
+        guard var request else { return }
+        defer { self.request = nil }
+        if request.stopped { return }
+        switch request.action {
+        case .store(let status):
+            if let sink = request.rawBody {
+                sink.finish()
+                request.files.append(ReceivedFile(
+                    fieldName: "", filenameParameter: sink.filenameParameter ?? "", filename: sink.filenameParameter ?? "",
+                    contentType: sink.contentType, size: sink.size, sha256: sink.digest, storedPath: sink.temporaryPath))
+                if let error = sink.writeError { request.error = error }
+            } else if let parser = request.parser, !parser.isComplete, request.error == nil {
+                request.error = "the multipart body ended before its close delimiter"
+            }
+            if let error = request.error {
+                for file in request.files { if let path = file.storedPath { unlink(path) } }
+                request.currentPart?.discard()
+                let files = request.files
+                core.update(request.index) {
+                    $0.error = error
+                    $0.files = files.map { var f = $0; f.storedPath = nil; return f }
+                    $0.complete = true
+                }
+                respond(status: 400, headers: [], body: Array("{\"error\":\(Self.jsonString(error))}".utf8), close: false, context: context)
+                return
+            }
+            // Give each stored file its final name.
+            for index in request.files.indices {
+                guard let temporary = request.files[index].storedPath else { continue }
+                let name = core.reserveName(for: request.files[index].filename)
+                let path = core.directory + "/" + name
+                if rename(temporary, path) == 0 { request.files[index].storedPath = path }
+            }
+            let (fields, files) = (request.fields, request.files)
+            core.update(request.index) {
+                $0.fields = fields
+                $0.files = files
+                $0.complete = true
+            }
+            respond(status: status, headers: [HeaderField(name: "Content-Type", value: "application/json")],
+                    body: Self.summary(index: request.index, files: files), close: false, context: context)
+        case .respond(let status, let headers, let text):
+            core.update(request.index) { $0.complete = true }
+            respond(status: status, headers: headers, body: Array(text.utf8), close: false, context: context)
+        case .respondEarly, .stall, .disconnect:
+            break
+        }
+    }
+
+    private func respond(status: Int, headers extra: [HeaderField], body: [UInt8], close: Bool, context: ChannelHandlerContext) {
+        guard let request else { return }
+        var headers = HTTPHeaders()
+        for header in extra { headers.add(name: header.name, value: header.value) }
+        headers.replaceOrAdd(name: "Content-Length", value: String(body.count))
+        let keepAlive = request.head.isKeepAlive && !close
+        if !keepAlive { headers.replaceOrAdd(name: "Connection", value: "close") }
+        let index = request.index
+        core.update(index) { $0.status = status }
+        let head = HTTPResponseHead(version: request.head.version, status: HTTPResponseStatus(statusCode: status), headers: headers)
+        context.write(wrapOutboundOut(.head(head)), promise: nil)
+        var buffer = context.channel.allocator.buffer(capacity: body.count)
+        buffer.writeBytes(body)
+        context.write(wrapOutboundOut(.body(.byteBuffer(buffer))), promise: nil)
+        let done = context.writeAndFlush(wrapOutboundOut(.end(nil)))
+        if !keepAlive {
+            let channel = context.channel
+            done.whenComplete { _ in channel.close(promise: nil) }
+        }
+    }
+
+    private func discardParts() {
+        request?.currentPart?.discard()
+        request?.rawBody?.discard()
+        for file in request?.files ?? [] { if let path = file.storedPath { unlink(path) } }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        if let request {
+            discardParts()
+            if !request.stopped || request.error == nil {
+                core.update(request.index) { if !$0.complete && $0.error == nil { $0.error = "the connection closed mid-request" } }
+            }
+        }
+        request = nil
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        if let request { core.update(request.index) { $0.error = "\(error)" } }
+        context.close(promise: nil)
+    }
+
+    /// The 201 answer: where each file went, like a media API's answer.
+    static func summary(index: Int, files: [ReceivedFile]) -> [UInt8] {
+        let entries = files.map { file in
+            let name = file.storedPath.map { String($0.split(separator: "/").last ?? "") } ?? ""
+            return "{\"name\":\(jsonString(file.filename)),\"url\":\(jsonString("/files/" + name)),\"size\":\(file.size),\"sha256\":\"\(file.sha256)\"}"
+        }
+        return Array("{\"id\":\(index),\"files\":[\(entries.joined(separator: ","))]}".utf8)
+    }
+
+    static func jsonString(_ text: String) -> String {
+        let data = (try? JSONEncoder().encode(text)) ?? Data("\"\"".utf8)
+        return String(decoding: data, as: UTF8.self)
+    }
+}

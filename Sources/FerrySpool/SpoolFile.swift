@@ -1,0 +1,40 @@
+import FerrySystem
+
+/// A regular file found in a spool and ready to be queued.
+public struct SpoolFile: Sendable, Hashable {
+    /// The path below the spool directory, as raw bytes (`sub/dir/name` when recursive).
+    public var relativePath: [UInt8]
+    /// What `fstatat` said when it was found.
+    public var status: FileStatus
+
+    public init(relativePath: [UInt8], status: FileStatus) {
+        self.relativePath = relativePath
+        self.status = status
+    }
+
+    /// The path as text, with invalid UTF-8 replaced by U+FFFD (for messages).
+    public var displayPath: String { String(decoding: relativePath, as: UTF8.self) }
+}
+
+/// Which names in a spool are candidates for upload.
+///
+/// The producer contract: write the file elsewhere, or under a name this filter ignores, then
+/// rename it into place. Ignored are dot-files (`.name`), and names ending in `.tmp`, `.part` or `~`.
+public enum SpoolNameFilter {
+    /// Whether a file called `name` may be uploaded.
+    public static func isCandidate(_ name: [UInt8]) -> Bool {
+        guard let first = name.first, first != UInt8(ascii: ".") else { return false }
+        if name.last == UInt8(ascii: "~") { return false }
+        for suffix in [Array(".tmp".utf8), Array(".part".utf8)] where name.count >= suffix.count {
+            if name.suffix(suffix.count).elementsEqual(suffix) { return false }
+        }
+        return true
+    }
+
+    /// Whether a subdirectory called `name` is entered in a recursive spool (dot-directories, such as
+    /// the default `.sent` and `.failed`, are not).
+    public static func isCandidateDirectory(_ name: [UInt8]) -> Bool {
+        guard let first = name.first else { return false }
+        return first != UInt8(ascii: ".")
+    }
+}

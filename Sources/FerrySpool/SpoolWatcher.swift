@@ -1,0 +1,375 @@
+import CFerrySystem
+import FerrySystem
+import Foundation
+import Logging
+
+/// What a ``SpoolWatcher`` watches and how.
+public struct SpoolWatchSettings: Sendable {
+    /// The spool's name (for logs).
+    public var name: String
+    /// The spool directory.
+    public var directory: String
+    /// Whether subdirectories are watched too.
+    public var recursive: Bool
+    /// A file written in place is ready once its size and mtime have not changed for this long.
+    public var settle: Duration
+    /// How often the whole spool is rescanned, in case an event was missed.
+    public var rescanInterval: Duration
+    /// Directories never entered (the sent and failed directories, when they are inside the spool).
+    public var excludedDirectories: [String]
+
+    public init(
+        name: String, directory: String, recursive: Bool, settle: Duration, rescanInterval: Duration,
+        excludedDirectories: [String] = []
+    ) {
+        self.name = name
+        self.directory = directory
+        self.recursive = recursive
+        self.settle = settle
+        self.rescanInterval = rescanInterval
+        self.excludedDirectories = excludedDirectories
+    }
+}
+
+/// Finds the files in one spool directory that are ready to upload, and hands them over in batches.
+///
+/// Sources, all reconciled by the queue (which refuses to queue a file twice):
+/// - a full scan at start, every `rescanInterval`, and whenever inotify reports an overflow;
+/// - `IN_MOVED_TO`: a file renamed into the spool is ready at once (the producer contract);
+/// - `IN_CREATE` / `IN_CLOSE_WRITE`: a file written in place is ready once its size and mtime have
+///   been unchanged for `settle`.
+///
+/// Only regular files are taken: symlinks, FIFOs, sockets and devices are logged and skipped, and
+/// nothing is ever followed through a symlink.
+public final class SpoolWatcher: Sendable {
+    public let settings: SpoolWatchSettings
+    private let logger: Logger
+    private let inputs: AsyncStream<Input>
+    private let continuation: AsyncStream<Input>.Continuation
+
+    enum Input: Sendable {
+        case events([InotifyEvent])
+        case tick
+        case rescan
+    }
+
+    /// How often pending files are re-examined.
+    static let tickInterval = Duration.milliseconds(250)
+    /// How many files are handed over at once.
+    static let batchSize = 512
+
+    public init(settings: SpoolWatchSettings, logger: Logger) {
+        self.settings = settings
+        var logger = logger
+        logger[metadataKey: "spool"] = .string(settings.name)
+        self.logger = logger
+        (inputs, continuation) = AsyncStream.makeStream(of: Input.self)
+    }
+
+    /// Asks for a full rescan as soon as possible.
+    public func requestRescan() {
+        continuation.yield(.rescan)
+    }
+
+    /// Watches until the task is cancelled. `deliver` receives each batch of ready files and is awaited,
+    /// so a slow consumer slows the watcher rather than piling up memory. `scanned` is called once,
+    /// after the first full scan.
+    public func run(
+        deliver: @escaping @Sendable ([SpoolFile]) async -> Void, scanned: @escaping @Sendable () -> Void = {}
+    ) async {
+        var state = WatchState(settings: settings, logger: logger)
+        let listener: InotifyListener?
+        do {
+            listener = try InotifyListener()
+        } catch {
+            logger.warning("inotify is unavailable, falling back to rescans every 2s", metadata: ["error": "\(error)"])
+            listener = nil
+            state.fallbackRescan = true
+        }
+        state.listener = listener
+        let continuation = self.continuation
+        listener?.start { events in continuation.yield(.events(events)) }
+        let ticker = Task {
+            while !Task.isCancelled {
+                try? await Task.sleep(for: Self.tickInterval)
+                continuation.yield(.tick)
+            }
+        }
+        defer {
+            ticker.cancel()
+            listener?.stop()
+        }
+
+        await state.fullScan(deliver: deliver)
+        scanned()
+        for await input in inputs {
+            if Task.isCancelled { break }
+            switch input {
+            case .events(let events):
+                await state.handle(events, deliver: deliver)
+            case .tick:
+                await state.tick(deliver: deliver)
+            case .rescan:
+                await state.fullScan(deliver: deliver)
+            }
+        }
+    }
+}
+
+/// The watcher's mutable state, owned by its `run` loop alone.
+struct WatchState {
+    let settings: SpoolWatchSettings
+    let logger: Logger
+    var listener: InotifyListener?
+    var fallbackRescan = false
+
+    /// Watch descriptor → relative path of the directory it watches (empty for the spool itself).
+    var watches: [Int32: [UInt8]] = [:]
+    var watchedDirectories: [[UInt8]: Int32] = [:]
+    var rootWatched = false
+    /// Files seen being written in place, waiting to settle.
+    var pending: [[UInt8]: PendingFile] = [:]
+    var nextRescan: ContinuousClock.Instant
+    /// Paths already warned about (symlinks, special files), so a rescan does not repeat the warning.
+    var warned: Set<[UInt8]> = []
+    let excluded: Set<[UInt8]>
+
+    struct PendingFile {
+        var status: FileStatus
+        var observedAt: ContinuousClock.Instant
+    }
+
+    init(settings: SpoolWatchSettings, logger: Logger) {
+        self.settings = settings
+        self.logger = logger
+        nextRescan = .now + settings.rescanInterval
+        let root = settings.directory.hasSuffix("/") ? settings.directory : settings.directory + "/"
+        excluded = Set(settings.excludedDirectories.compactMap { path in
+            path.hasPrefix(root) ? Array(path.dropFirst(root.count).utf8).trimmingSlashes() : nil
+        })
+    }
+
+    // MARK: Scanning
+
+    mutating func fullScan(deliver: @Sendable ([SpoolFile]) async -> Void) async {
+        nextRescan = .now + (fallbackRescan ? .seconds(2) : settings.rescanInterval)
+        let root: DirectoryHandle
+        do {
+            root = try DirectoryHandle.open(settings.directory)
+        } catch {
+            if error.code == ENOENT {
+                do {
+                    try makeDirectories(settings.directory, mode: 0o755)
+                    logger.notice("created missing spool directory", metadata: ["directory": "\(settings.directory)"])
+                    return await fullScan(deliver: deliver)
+                } catch {
+                    logger.error("spool directory is missing and cannot be created", metadata: ["error": "\(error)"])
+                }
+            } else {
+                logger.error("cannot open spool directory", metadata: ["error": "\(error)"])
+            }
+            rootWatched = false
+            return
+        }
+        if !rootWatched, let listener {
+            do {
+                let wd = try listener.watch(settings.directory)
+                watches[wd] = []
+                watchedDirectories[[]] = wd
+                rootWatched = true
+            } catch {
+                logger.error("cannot watch spool directory; relying on rescans", metadata: ["error": "\(error)"])
+            }
+        }
+        var batch: [SpoolFile] = []
+        await scan(root, relative: [], batch: &batch, deliver: deliver)
+        if !batch.isEmpty { await deliver(batch) }
+    }
+
+    private mutating func scan(
+        _ directory: DirectoryHandle, relative: [UInt8], batch: inout [SpoolFile],
+        deliver: @Sendable ([SpoolFile]) async -> Void
+    ) async {
+        let names: [[UInt8]]
+        do {
+            names = try directory.entryNames()
+        } catch {
+            logger.error("cannot read spool directory", metadata: ["error": "\(error)"])
+            return
+        }
+        let now = ContinuousClock.now
+        for name in names {
+            let path = relative.isEmpty ? name : relative + [UInt8(ascii: "/")] + name
+            guard let status = directory.status(of: name) else { continue }
+            switch status.kind {
+            case .regular:
+                guard SpoolNameFilter.isCandidate(name) else { continue }
+                if let ready = consider(path, status, now: now) {
+                    batch.append(ready)
+                    if batch.count >= SpoolWatcher.batchSize {
+                        await deliver(batch)
+                        batch.removeAll(keepingCapacity: true)
+                    }
+                }
+            case .directory:
+                guard settings.recursive, SpoolNameFilter.isCandidateDirectory(name), !excluded.contains(path) else { continue }
+                guard let child = try? directory.openSubdirectory([name]) else { continue }
+                watchDirectory(path)
+                await scan(child, relative: path, batch: &batch, deliver: deliver)
+            case .symlink, .special:
+                guard SpoolNameFilter.isCandidate(name) else { continue }
+                warnSkipped(path, status.kind)
+            }
+        }
+    }
+
+    private mutating func watchDirectory(_ relative: [UInt8]) {
+        guard let listener, watchedDirectories[relative] == nil else { return }
+        let path = settings.directory + "/" + String(decoding: relative, as: UTF8.self)
+        do {
+            let wd = try listener.watch(path)
+            watches[wd] = relative
+            watchedDirectories[relative] = wd
+        } catch {
+            logger.warning("cannot watch subdirectory; relying on rescans", metadata: ["error": "\(error)"])
+        }
+    }
+
+    /// Whether a regular file is ready now; if not, it is remembered until it settles.
+    private mutating func consider(_ path: [UInt8], _ status: FileStatus, now: ContinuousClock.Instant) -> SpoolFile? {
+        if isSettledByAge(status) {
+            pending[path] = nil
+            return SpoolFile(relativePath: path, status: status)
+        }
+        if let known = pending[path], known.status.isSameVersion(as: status) { return nil }
+        pending[path] = PendingFile(status: status, observedAt: now)
+        return nil
+    }
+
+    /// A file whose mtime is at least `settle` in the past has not changed for `settle`.
+    private func isSettledByAge(_ status: FileStatus) -> Bool {
+        let settle = settings.settle
+        if settle == .zero { return true }
+        let nowNanoseconds = Int64(Date().timeIntervalSince1970 * 1_000_000_000)
+        let age = nowNanoseconds - status.modificationTime
+        let settleNanoseconds = settle.components.seconds * 1_000_000_000 + settle.components.attoseconds / 1_000_000_000
+        return age >= settleNanoseconds
+    }
+
+    private mutating func warnSkipped(_ path: [UInt8], _ kind: FileStatus.Kind) {
+        guard !warned.contains(path) else { return }
+        if warned.count < 10_000 { warned.insert(path) }
+        let what = kind == .symlink ? "a symlink (symlinks are never followed)" : "not a regular file"
+        logger.warning("skipping \(what)", metadata: ["file": "\(String(decoding: path, as: UTF8.self))"])
+    }
+
+    // MARK: Events
+
+    mutating func handle(_ events: [InotifyEvent], deliver: @Sendable ([SpoolFile]) async -> Void) async {
+        var batch: [SpoolFile] = []
+        var rescan = false
+        let now = ContinuousClock.now
+        for event in events {
+            if event.has(CFERRY_IN_Q_OVERFLOW) {
+                logger.warning("inotify queue overflowed; rescanning")
+                rescan = true
+                continue
+            }
+            guard let directory = watches[event.watch] else { continue }
+            if event.name.isEmpty {
+                if event.has(CFERRY_IN_DELETE_SELF) || event.has(CFERRY_IN_MOVE_SELF) || event.has(CFERRY_IN_IGNORED) {
+                    forget(watch: event.watch, directory: directory)
+                }
+                continue
+            }
+            let path = directory.isEmpty ? event.name : directory + [UInt8(ascii: "/")] + event.name
+            if event.has(CFERRY_IN_ISDIR) {
+                guard settings.recursive, event.has(CFERRY_IN_CREATE) || event.has(CFERRY_IN_MOVED_TO),
+                      SpoolNameFilter.isCandidateDirectory(event.name), !excluded.contains(path)
+                else { continue }
+                guard let root = try? DirectoryHandle.open(settings.directory),
+                      let child = try? root.openSubdirectory(path.splitPath()) else { continue }
+                watchDirectory(path)
+                await scan(child, relative: path, batch: &batch, deliver: deliver)
+                continue
+            }
+            guard SpoolNameFilter.isCandidate(event.name), let status = status(of: path) else { continue }
+            switch status.kind {
+            case .regular:
+                if event.has(CFERRY_IN_MOVED_TO) {
+                    pending[path] = nil
+                    batch.append(SpoolFile(relativePath: path, status: status))
+                } else if event.has(CFERRY_IN_CLOSE_WRITE) {
+                    if let ready = consider(path, status, now: now) { batch.append(ready) }
+                } else {
+                    // IN_CREATE: the writer has only begun; wait for it to settle.
+                    if pending[path] == nil { pending[path] = PendingFile(status: status, observedAt: now) }
+                }
+            case .symlink, .special:
+                warnSkipped(path, status.kind)
+            case .directory:
+                break
+            }
+        }
+        if !batch.isEmpty { await deliver(batch) }
+        if rescan { await fullScan(deliver: deliver) }
+    }
+
+    private mutating func forget(watch: Int32, directory: [UInt8]) {
+        watches[watch] = nil
+        watchedDirectories[directory] = nil
+        if directory.isEmpty {
+            rootWatched = false
+            logger.warning("spool directory was removed or moved away; waiting for it to come back",
+                           metadata: ["directory": "\(settings.directory)"])
+            // Check again soon rather than at the next full rescan.
+            nextRescan = .now + .seconds(1)
+        }
+    }
+
+    private func status(of path: [UInt8]) -> FileStatus? {
+        guard let root = try? DirectoryHandle.open(settings.directory) else { return nil }
+        if path.firstIndex(of: UInt8(ascii: "/")) == nil { return root.status(of: path) }
+        guard let (parent, name) = try? root.openParent(of: path) else { return nil }
+        return parent.status(of: name)
+    }
+
+    // MARK: Ticks
+
+    mutating func tick(deliver: @Sendable ([SpoolFile]) async -> Void) async {
+        let now = ContinuousClock.now
+        if now >= nextRescan {
+            await fullScan(deliver: deliver)
+            return
+        }
+        guard !pending.isEmpty else { return }
+        var batch: [SpoolFile] = []
+        for (path, known) in pending {
+            guard let status = status(of: path), status.kind == .regular else {
+                pending[path] = nil
+                continue
+            }
+            if !status.isSameVersion(as: known.status) {
+                pending[path] = PendingFile(status: status, observedAt: now)
+            } else if now - known.observedAt >= settings.settle || isSettledByAge(status) {
+                pending[path] = nil
+                batch.append(SpoolFile(relativePath: path, status: status))
+            }
+        }
+        if !batch.isEmpty { await deliver(batch) }
+    }
+}
+
+extension Array where Element == UInt8 {
+    /// The path's components, split at `/`.
+    func splitPath() -> [[UInt8]] {
+        split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: true).map(Array.init)
+    }
+
+    func trimmingSlashes() -> [UInt8] {
+        var slice = self[...]
+        while slice.first == UInt8(ascii: "/") { slice = slice.dropFirst() }
+        while slice.last == UInt8(ascii: "/") { slice = slice.dropLast() }
+        return Array(slice)
+    }
+}

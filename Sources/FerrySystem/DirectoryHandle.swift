@@ -1,0 +1,166 @@
+import CFerrySystem
+import SystemPackage
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// An open directory used as the anchor of `*at()` calls, so that entries below it are reached
+/// without following a symlink anywhere on the way (`O_NOFOLLOW` on every component).
+///
+/// Names are raw bytes: a Linux file name need not be valid UTF-8, and Ferry must be able to open,
+/// move and delete every file it reports.
+public final class DirectoryHandle: Sendable {
+    /// The descriptor, open for `*at()` calls.
+    public let descriptor: Int32
+    /// The directory's path, for messages.
+    public let path: String
+
+    private init(descriptor: Int32, path: String) {
+        self.descriptor = descriptor
+        self.path = path
+    }
+
+    deinit { close(descriptor) }
+
+    /// Opens a configured directory. The configured path itself is trusted (it may pass through
+    /// symlinks the administrator made); only what is found below it is not.
+    public static func open(_ path: String) throws(SystemError) -> DirectoryHandle {
+        let fd = Glibc.open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { throw .current("open directory", path) }
+        return DirectoryHandle(descriptor: fd, path: path)
+    }
+
+    /// Opens the directory at `components` below this one, refusing symlinks at every step.
+    public func openSubdirectory(_ components: [[UInt8]]) throws(SystemError) -> DirectoryHandle {
+        var current = self
+        for component in components {
+            let fd = component.withCString { openat(current.descriptor, $0, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) }
+            guard fd >= 0 else { throw .current("open directory", current.childPath(component)) }
+            current = DirectoryHandle(descriptor: fd, path: current.childPath(component))
+        }
+        return current
+    }
+
+    /// Opens the directory holding `relativePath` and returns it with the final name.
+    public func openParent(of relativePath: [UInt8]) throws(SystemError) -> (DirectoryHandle, [UInt8]) {
+        var components = relativePath.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: true).map(Array.init)
+        guard let name = components.popLast() else {
+            throw SystemError(operation: "open", path: path, code: EINVAL)
+        }
+        return (try openSubdirectory(components), name)
+    }
+
+    /// The status of entry `name`, without following a symlink; `nil` with `errno` set if it fails.
+    public func status(of name: [UInt8]) -> FileStatus? {
+        var st = stat()
+        let result = name.withCString { fstatat(descriptor, $0, &st, AT_SYMLINK_NOFOLLOW) }
+        return result == 0 ? FileStatus(st) : nil
+    }
+
+    /// Opens entry `name` for reading. Refuses symlinks (`ELOOP`), and never blocks on a FIFO.
+    /// - Returns: the descriptor and the status of what was opened (which may not be a regular file;
+    ///   the caller checks).
+    public func openForReading(_ name: [UInt8]) throws(SystemError) -> (FileDescriptor, FileStatus) {
+        let fd = name.withCString {
+            openat(descriptor, $0, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)
+        }
+        guard fd >= 0 else { throw .current("open", childPath(name)) }
+        var st = stat()
+        guard fstat(fd, &st) == 0 else {
+            let error = SystemError.current("stat", childPath(name))
+            close(fd)
+            throw error
+        }
+        // Reads of a regular file ignore O_NONBLOCK; clear it anyway so nothing is surprised.
+        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK)
+        return (FileDescriptor(rawValue: fd), FileStatus(st))
+    }
+
+    /// The names in this directory, except `.` and `..`, as raw bytes.
+    public func entryNames() throws(SystemError) -> [[UInt8]] {
+        var names: [[UInt8]] = []
+        try forEachEntryName { names.append($0) }
+        return names
+    }
+
+    /// Calls `body` with each name in this directory, except `.` and `..`, without collecting them.
+    public func forEachEntryName(_ body: ([UInt8]) throws(SystemError) -> Void) throws(SystemError) {
+        // fdopendir takes ownership of its descriptor, so give it a duplicate.
+        let fd = dup(descriptor)
+        guard fd >= 0 else { throw .current("read directory", path) }
+        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+        guard let dir = fdopendir(fd) else {
+            let error = SystemError.current("read directory", path)
+            close(fd)
+            throw error
+        }
+        defer { closedir(dir) }
+        rewinddir(dir)
+        while true {
+            errno = 0
+            guard let entry = readdir(dir) else {
+                if errno != 0 { throw .current("read directory", path) }
+                return
+            }
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                Array(raw.prefix(while: { $0 != 0 }))
+            }
+            if name == [0x2E] || name == [0x2E, 0x2E] { continue }
+            try body(name)
+        }
+    }
+
+    /// Removes entry `name` (not a directory).
+    public func unlink(_ name: [UInt8]) throws(SystemError) {
+        let result = name.withCString { unlinkat(descriptor, $0, 0) }
+        guard result == 0 else { throw .current("remove", childPath(name)) }
+    }
+
+    /// Renames entry `name` to `newName` in `target`, failing with `EEXIST` rather than replacing a file.
+    public func renameNoReplace(_ name: [UInt8], to target: DirectoryHandle, as newName: [UInt8]) throws(SystemError) {
+        let result = name.withCString { old in
+            newName.withCString { new in cferry_rename_noreplace(descriptor, old, target.descriptor, new) }
+        }
+        guard result == 0 else {
+            throw SystemError(operation: "rename", path: childPath(name), code: errno)
+        }
+    }
+
+    /// Flushes the directory itself, so renames and new entries in it survive a power cut.
+    public func sync() {
+        _ = fsync(descriptor)
+    }
+
+    /// `path/name` for messages, with invalid UTF-8 replaced.
+    public func childPath(_ name: [UInt8]) -> String {
+        path + "/" + String(decoding: name, as: UTF8.self)
+    }
+}
+
+/// Creates `path` and any missing parents with `mode` (like `mkdir -p`).
+public func makeDirectories(_ path: String, mode: mode_t = 0o750) throws(SystemError) {
+    var current = path.hasPrefix("/") ? "" : "."
+    for component in path.split(separator: "/") {
+        current += "/" + component
+        if mkdir(current, mode) != 0 && errno != EEXIST {
+            throw .current("create directory", current)
+        }
+    }
+    var st = stat()
+    guard stat(path, &st) == 0 else { throw .current("stat", path) }
+    guard FileStatus(st).kind == .directory else {
+        throw SystemError(operation: "create directory", path: path, code: ENOTDIR)
+    }
+}
+
+extension Array where Element == UInt8 {
+    /// Calls `body` with the bytes as a NUL-terminated C string.
+    public func withCString<R>(_ body: (UnsafePointer<CChar>) throws -> R) rethrows -> R {
+        var terminated = self
+        terminated.append(0)
+        return try terminated.withUnsafeBufferPointer { buffer in
+            try buffer.withMemoryRebound(to: CChar.self) { try body($0.baseAddress!) }
+        }
+    }
+}

@@ -1,0 +1,48 @@
+import CFerrySystem
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// What `fstatat(2)` says about a directory entry, reduced to what Ferry decides on.
+public struct FileStatus: Sendable, Hashable {
+    /// The kind of a directory entry.
+    public enum Kind: String, Sendable {
+        case regular, directory, symlink
+        /// FIFOs, sockets and device nodes: never uploaded.
+        case special
+    }
+
+    public var kind: Kind
+    public var device: UInt64
+    public var inode: UInt64
+    public var size: Int64
+    /// Modification time, nanoseconds since the Unix epoch.
+    public var modificationTime: Int64
+    public var linkCount: UInt64
+
+    public init(_ st: stat) {
+        var st = st
+        let mode = st.st_mode
+        if cferry_is_regular(mode) != 0 {
+            kind = .regular
+        } else if cferry_is_directory(mode) != 0 {
+            kind = .directory
+        } else if cferry_is_symlink(mode) != 0 {
+            kind = .symlink
+        } else {
+            kind = .special
+        }
+        device = UInt64(st.st_dev)
+        inode = UInt64(st.st_ino)
+        size = Int64(st.st_size)
+        modificationTime = cferry_stat_mtime_ns(&st)
+        linkCount = UInt64(st.st_nlink)
+    }
+
+    /// Whether `other` is the same version of the same file: same inode, size and mtime.
+    public func isSameVersion(as other: FileStatus) -> Bool {
+        device == other.device && inode == other.inode && size == other.size
+            && modificationTime == other.modificationTime
+    }
+}

@@ -1,0 +1,83 @@
+import Foundation
+
+/// What an attempt's result means for the job.
+public enum AttemptVerdict: Sendable, Equatable {
+    /// 2xx: the server has the file.
+    case success
+    /// A failure that may go away: retry, no sooner than `notBefore` if the server said so.
+    case retry(notBefore: Duration?)
+    /// A failure that will not go away by retrying the same request.
+    case permanent
+}
+
+/// Ferry's retry rules, kept apart from the transport so they read as a table and test as one.
+public enum RetryRules {
+    /// Statuses that mean "try again later": 408 Request Timeout, 425 Too Early, 429 Too Many Requests,
+    /// 500 Internal Server Error, 502 Bad Gateway, 503 Service Unavailable, 504 Gateway Timeout.
+    public static let retryableStatuses: Set<Int> = [408, 425, 429, 500, 502, 503, 504]
+
+    /// The verdict for an HTTP response.
+    public static func verdict(status: Int, retryAfter: String?, now: Date = Date()) -> AttemptVerdict {
+        if (200..<300).contains(status) { return .success }
+        if retryableStatuses.contains(status) {
+            return .retry(notBefore: retryAfter.flatMap { parseRetryAfter($0, now: now) })
+        }
+        return .permanent
+    }
+
+    /// The delay a `Retry-After` value asks for: delay-seconds or an HTTP-date (RFC 9110 §10.2.3).
+    /// A date in the past means no delay; an unparseable value is ignored.
+    public static func parseRetryAfter(_ value: String, now: Date = Date()) -> Duration? {
+        let text = value.trimmingCharacters(in: .whitespaces)
+        if !text.isEmpty, text.allSatisfy({ $0.isASCII && $0.isNumber }) {
+            guard let seconds = Int64(text) else { return .seconds(Int64.max / 1_000_000_000_000) }
+            return .seconds(seconds)
+        }
+        guard let date = parseHTTPDate(text) else { return nil }
+        let seconds = date.timeIntervalSince(now)
+        return seconds > 0 ? .milliseconds(Int64(seconds * 1000)) : .zero
+    }
+
+    /// Parses the three HTTP-date forms: IMF-fixdate, RFC 850 and asctime.
+    public static func parseHTTPDate(_ text: String) -> Date? {
+        for format in ["EEE, dd MMM yyyy HH:mm:ss zzz", "EEEE, dd-MMM-yy HH:mm:ss zzz", "EEE MMM d HH:mm:ss yyyy"] {
+            let formatter = DateFormatter()
+            formatter.locale = Locale(identifier: "en_US_POSIX")
+            formatter.timeZone = TimeZone(identifier: "GMT")
+            formatter.dateFormat = format
+            if let date = formatter.date(from: text) { return date }
+        }
+        return nil
+    }
+}
+
+/// Exponential backoff with full jitter: before retry *n* (0-based), wait a uniformly random time
+/// in `0 ... min(maxDelay, initialDelay · 2ⁿ)`.
+public struct Backoff: Sendable {
+    public var initialDelay: Duration
+    public var maxDelay: Duration
+
+    public init(initialDelay: Duration, maxDelay: Duration) {
+        self.initialDelay = initialDelay
+        self.maxDelay = maxDelay
+    }
+
+    /// The ceiling of the delay before retry `retry` (0 for the first retry).
+    public func ceiling(forRetry retry: Int) -> Duration {
+        let initial = initialDelay / .milliseconds(1)
+        let maximum = maxDelay / .milliseconds(1)
+        let factor = pow(2.0, Double(min(max(retry, 0), 62)))
+        return .milliseconds(Int64(min(maximum, initial * factor)))
+    }
+
+    /// A random delay before retry `retry`.
+    public func delay<G: RandomNumberGenerator>(forRetry retry: Int, using generator: inout G) -> Duration {
+        let ceiling = ceiling(forRetry: retry) / .milliseconds(1)
+        return .milliseconds(Int64(Double.random(in: 0...ceiling, using: &generator)))
+    }
+
+    public func delay(forRetry retry: Int) -> Duration {
+        var generator = SystemRandomNumberGenerator()
+        return delay(forRetry: retry, using: &generator)
+    }
+}

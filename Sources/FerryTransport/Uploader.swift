@@ -1,0 +1,212 @@
+import AsyncHTTPClient
+import FerrySystem
+import Foundation
+import Logging
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import NIOSSL
+import _NIOFileSystem
+
+/// How an ``Uploader`` connects: TLS trust and timeouts. One uploader (and so one connection pool)
+/// exists per distinct setting.
+public struct TransportSettings: Sendable, Hashable {
+    /// A PEM file of CA certificates to trust instead of the system's; verification stays on.
+    public var caFile: String?
+    /// The longest a connection (TCP and TLS handshake) may take.
+    public var connectTimeout: Duration
+    /// An upload that neither sends nor receives a byte for this long is aborted.
+    public var noProgressTimeout: Duration
+
+    public init(caFile: String? = nil, connectTimeout: Duration = .seconds(10), noProgressTimeout: Duration = .seconds(60)) {
+        self.caFile = caFile
+        self.connectTimeout = connectTimeout
+        self.noProgressTimeout = noProgressTimeout
+    }
+}
+
+/// One HTTP request that carries a whole body from a file.
+public struct UploadRequest: Sendable {
+    public var url: String
+    /// `POST` or `PUT`.
+    public var method: String
+    /// Extra headers from the configuration (values may be secrets: never logged).
+    public var headers: [(name: String, value: String)]
+    /// The file holding the exact request body.
+    public var bodyPath: String
+    /// The body's length in bytes; sent as `Content-Length`.
+    public var contentLength: Int64
+    /// The body's `Content-Type`.
+    public var contentType: String
+    /// Sent as `Idempotency-Key`, the same on every attempt for a job.
+    public var idempotencyKey: String
+
+    public init(
+        url: String, method: String, headers: [(name: String, value: String)], bodyPath: String,
+        contentLength: Int64, contentType: String, idempotencyKey: String
+    ) {
+        self.url = url
+        self.method = method
+        self.headers = headers
+        self.bodyPath = bodyPath
+        self.contentLength = contentLength
+        self.contentType = contentType
+        self.idempotencyKey = idempotencyKey
+    }
+}
+
+/// What came of one request.
+public enum UploadResult: Sendable {
+    /// The server answered. `body` holds at most the first 64 KiB of the response.
+    case response(status: Int, headers: [(name: String, value: String)], body: [UInt8], bytesSent: Int64)
+    /// No answer: the connection failed, timed out or was reset. Always worth retrying.
+    case failed(TransportFailure, bytesSent: Int64)
+    /// The request was cancelled (shutdown); it says nothing about the server.
+    case cancelled(bytesSent: Int64)
+}
+
+/// Why a request got no answer.
+public struct TransportFailure: Error, Sendable, CustomStringConvertible {
+    /// The kind of failure.
+    public enum Kind: String, Sendable {
+        case connect, timeout, tls, connectionClosed, io, other
+    }
+    public var kind: Kind
+    public var message: String
+
+    public init(kind: Kind, message: String) {
+        self.kind = kind
+        self.message = message
+    }
+
+    public var description: String { message }
+}
+
+/// Sends request bodies from files over HTTP/1.1 or HTTP/2 (TLS with ALPN), on AsyncHTTPClient's
+/// pooled keep-alive connections. The body is streamed in 1 MiB chunks, so memory does not grow
+/// with the file; redirects are not followed (a redirected POST can silently lose its body).
+public final class Uploader: Sendable {
+    let client: HTTPClient
+    public let settings: TransportSettings
+
+    /// How much of a response body is kept.
+    public static let responseLimit = 64 * 1024
+    /// Chunk size when streaming a body file.
+    static let chunkLength = ByteCount.mebibytes(1)
+
+    public init(settings: TransportSettings) throws {
+        self.settings = settings
+        var tls = TLSConfiguration.makeClientConfiguration()
+        tls.certificateVerification = .fullVerification
+        if let caFile = settings.caFile {
+            tls.trustRoots = .file(caFile)
+        }
+        var configuration = HTTPClient.Configuration(
+            tlsConfiguration: tls,
+            redirectConfiguration: .disallow,
+            timeout: .init(
+                connect: .nanoseconds(Int64(settings.connectTimeout / .nanoseconds(1))),
+                read: .nanoseconds(Int64(settings.noProgressTimeout / .nanoseconds(1))),
+                write: .nanoseconds(Int64(settings.noProgressTimeout / .nanoseconds(1)))),
+            decompression: .disabled)
+        configuration.connectionPool = .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: 16)
+        configuration.httpVersion = .automatic
+        client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
+    }
+
+    /// Closes the connection pool.
+    public func shutdown() async throws {
+        try await client.shutdown()
+    }
+
+    /// Sends `request`. `progress` is called with the running count of body bytes handed to the connection.
+    public func send(
+        _ request: UploadRequest, logger: Logger, progress: @escaping @Sendable (Int64) -> Void = { _ in }
+    ) async -> UploadResult {
+        let counter = ByteCounter()
+        do {
+            return try await FileSystem.shared.withFileHandle(forReadingAt: FilePath(request.bodyPath)) { file in
+                var http = HTTPClientRequest(url: request.url)
+                http.method = HTTPMethod(rawValue: request.method)
+                for header in request.headers { http.headers.add(name: header.name, value: header.value) }
+                http.headers.replaceOrAdd(name: "Content-Type", value: request.contentType)
+                http.headers.replaceOrAdd(name: "Idempotency-Key", value: request.idempotencyKey)
+                if !http.headers.contains(name: "User-Agent") {
+                    http.headers.add(name: "User-Agent", value: FerryVersion.userAgent)
+                }
+                let chunks = file.readChunks(in: 0..<request.contentLength, chunkLength: Self.chunkLength)
+                    .map { buffer in
+                        progress(counter.add(Int64(buffer.readableBytes)))
+                        return buffer
+                    }
+                http.body = .stream(chunks, length: .known(request.contentLength))
+                let response = try await client.execute(http, deadline: .distantFuture, logger: logger)
+                var body: [UInt8] = []
+                var drained = 0
+                for try await chunk in response.body {
+                    if body.count < Self.responseLimit {
+                        body += chunk.readableBytesView.prefix(Self.responseLimit - body.count)
+                    }
+                    drained += chunk.readableBytes
+                    // Do not read an endless answer; the connection is simply not reused.
+                    if drained > 4 * 1024 * 1024 { break }
+                }
+                let headers = response.headers.map { (name: $0.name, value: $0.value) }
+                return .response(status: Int(response.status.code), headers: headers, body: body, bytesSent: counter.value)
+            }
+        } catch {
+            if Task.isCancelled || error is CancellationError || (error as? HTTPClientError) == .cancelled {
+                return .cancelled(bytesSent: counter.value)
+            }
+            return .failed(Self.describe(error, request: request), bytesSent: counter.value)
+        }
+    }
+
+    /// A readable account of a transport error.
+    static func describe(_ error: any Error, request: UploadRequest) -> TransportFailure {
+        let host = URL(string: request.url).map { "\($0.host ?? "?")\($0.port.map { ":\($0)" } ?? "")" } ?? "the server"
+        if let error = error as? HTTPClientError {
+            switch error {
+            case .connectTimeout:
+                return TransportFailure(kind: .timeout, message: "connecting to \(host) timed out")
+            case .readTimeout:
+                return TransportFailure(kind: .timeout, message: "no response from \(host) within the no-progress timeout")
+            case .writeTimeout:
+                return TransportFailure(kind: .timeout, message: "\(host) stopped reading the upload (no progress within the timeout)")
+            case .remoteConnectionClosed:
+                return TransportFailure(kind: .connectionClosed, message: "\(host) closed the connection before answering")
+            default:
+                return TransportFailure(kind: .other, message: "HTTP error talking to \(host): \(error)")
+            }
+        }
+        if let error = error as? NIOSSLError {
+            return TransportFailure(kind: .tls, message: "TLS with \(host) failed: \(error)")
+        }
+        if let error = error as? IOError {
+            return TransportFailure(kind: .io, message: "connection to \(host) failed: \(error.description)")
+        }
+        if error is NIOConnectionError || String(describing: type(of: error)).contains("Connect") {
+            return TransportFailure(kind: .connect, message: "cannot connect to \(host): \(error)")
+        }
+        if let error = error as? FileSystemError {
+            return TransportFailure(kind: .io, message: "reading the request body failed: \(error.message)")
+        }
+        return TransportFailure(kind: .other, message: "request to \(host) failed: \(error)")
+    }
+}
+
+/// Counts bytes from the body stream's task and reads them from another.
+final class ByteCounter: Sendable {
+    private let storage = Mutex<Int64>(0)
+    func add(_ count: Int64) -> Int64 { storage.withLock { $0 += count; return $0 } }
+    var value: Int64 { storage.withLock { $0 } }
+}
+
+import Synchronization
+
+extension Uploader {
+    /// Closes the connection pool, blocking; for `defer` blocks.
+    public func syncShutdown() throws {
+        try client.syncShutdown()
+    }
+}

@@ -1,0 +1,80 @@
+import ArgumentParser
+import FerryConfig
+import FerryDaemon
+import FerrySystem
+import Foundation
+import Logging
+import ServiceLifecycle
+
+@main
+struct Ferryd: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "ferryd",
+        abstract: "Ferry's upload daemon: watches spool directories and uploads every file that lands in them.",
+        discussion: """
+            Files renamed into a spool (or written in place and left to settle) are queued in SQLite,
+            sent as multipart/form-data with retries, and removed, kept or moved only after the server
+            accepted them. Try it with `ferryd demo`.
+            """,
+        version: FerryVersion.current,
+        subcommands: [Run.self, CheckConfig.self, Demo.self],
+        defaultSubcommand: Run.self)
+}
+
+/// Options shared by the commands that read a configuration file.
+struct ConfigOption: ParsableArguments {
+    @Option(name: .shortAndLong, help: ArgumentHelp("The configuration file.", valueName: "path"))
+    var config: String = FerryConfiguration.defaultPath
+}
+
+struct Run: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Run the daemon (the default command).")
+
+    @OptionGroup var options: ConfigOption
+
+    func run() async throws {
+        let configuration = try loadConfiguration(options.config)
+        try await runDaemon(configuration)
+    }
+}
+
+struct CheckConfig: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "check-config",
+        abstract: "Validate the configuration file, resolving its secrets, and exit.",
+        discussion: "Exits 0 if the file is valid, 78 (EX_CONFIG) with one line per problem otherwise.")
+
+    @OptionGroup var options: ConfigOption
+
+    func run() async throws {
+        let configuration = try loadConfiguration(options.config)
+        print("\(options.config): OK (\(configuration.spools.count) spool\(configuration.spools.count == 1 ? "" : "s"): \(configuration.spools.map(\.name).joined(separator: ", ")))")
+    }
+}
+
+/// Loads a configuration or exits with code 78 and every problem on stderr.
+func loadConfiguration(_ path: String) throws -> FerryConfiguration {
+    do {
+        return try ConfigurationLoader.fromProcessEnvironment().load(path: path)
+    } catch {
+        FileHandle.standardError.write(Data("ferryd: invalid configuration\n\(error)\n".utf8))
+        throw ExitCode(DaemonError.configuration(error).exitCode)
+    }
+}
+
+/// Runs the daemon until SIGTERM or SIGINT, exiting with a code that says why it stopped early.
+func runDaemon(_ configuration: FerryConfiguration, onReady: @escaping @Sendable () -> Void = {}) async throws {
+    LoggingSystem.bootstrap { LogfmtLogHandler(label: $0, level: configuration.logLevel) }
+    let logger = Logger(label: "ferryd")
+    let daemon = FerryDaemon(configuration: configuration, logger: logger, onReady: onReady)
+    let group = ServiceGroup(configuration: .init(
+        services: [.init(service: daemon)],
+        gracefulShutdownSignals: [.sigterm, .sigint],
+        logger: logger))
+    do {
+        try await group.run()
+    } catch let error as DaemonError {
+        logger.critical("cannot run", metadata: ["error": "\(error)"])
+        throw ExitCode(error.exitCode)
+    }
+}
