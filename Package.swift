@@ -154,6 +154,7 @@ let package = Package(
             dependencies: [
                 "FerryReceiver",
                 "FerryQueue",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             path: "Tests/FerryTestSupport"

@@ -25,3 +25,6 @@ public enum MultipartError: Error, Sendable, Equatable, CustomStringConvertible 
     }
 }
 
+
+/// How file bytes are copied into a body (defined in FerrySystem, shared with the spool's moves).
+public typealias FileCopier = FerrySystem.FileCopier

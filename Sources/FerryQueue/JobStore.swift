@@ -16,18 +16,21 @@ public final class JobStore: Sendable {
     public static let responseExcerptLimit = 64 * 1024
 
     /// Opens (creating if needed) the database at `path`, checks it, and migrates it to the current schema.
+    /// With `readOnly`, opens an existing database for reading only (tests, diagnostics), beside a running daemon.
     /// - Throws: ``QueueError/corrupt(path:details:)`` for a damaged file, never silently replacing it.
-    public init(path: String) throws(QueueError) {
+    public init(path: String, readOnly: Bool = false) throws(QueueError) {
         self.path = path
         var configuration = Configuration()
         configuration.busyMode = .timeout(5)
         configuration.maximumReaderCount = 4
         configuration.label = "ferry-queue"
+        configuration.readonly = readOnly
         configuration.prepareDatabase { db in
             try db.execute(sql: "PRAGMA foreign_keys = ON")
         }
         do {
             pool = try DatabasePool(path: path, configuration: configuration)
+            if readOnly { return }
             // GRDB chooses synchronous=NORMAL for WAL; Ferry's promise needs every commit durable.
             try pool.writeWithoutTransaction { db in
                 try db.execute(sql: "PRAGMA synchronous = FULL")

@@ -1,3 +1,5 @@
+import Foundation
+
 /// A header field as received.
 public struct HeaderField: Sendable, Codable, Hashable {
     public var name: String
@@ -45,6 +47,10 @@ public struct ReceivedRequest: Sendable, Codable {
     public var status: Int?
     /// What went wrong, if anything.
     public var error: String?
+    /// When the request head arrived.
+    public var receivedAt = Date()
+    /// When the receiver answered (or gave up on) the request.
+    public var finishedAt: Date?
 
     /// The first value of header `name` (case-insensitive).
     public func header(_ name: String) -> String? {

@@ -37,7 +37,8 @@ public final class Receiver: Sendable {
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(.recvAllocator, value: AdaptiveRecvByteBufferAllocator(minimum: 4096, initial: 65536, maximum: 1 << 20))
             .childChannelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
+                core.track(channel)
+                return channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
                     try channel.pipeline.syncOperations.addHandler(ReceiverHandler(core: core))
                 }
@@ -73,6 +74,7 @@ public final class Receiver: Sendable {
     /// Stops listening; connections in progress are closed.
     public func stop() async throws {
         try await channel.close()
+        for child in core.openChannels() { try? await child.close() }
     }
 }
 
@@ -86,6 +88,7 @@ final class ReceiverCore: Sendable {
         var requests: [ReceivedRequest] = []
         var plan: (@Sendable (RequestInfo) -> ReceiverAction)?
         var storedNames: Set<String> = []
+        var channels: [ObjectIdentifier: any Channel] = [:]
     }
 
     init(directory: String, plan: (@Sendable (RequestInfo) -> ReceiverAction)?, logger: Logger) {
@@ -106,6 +109,17 @@ final class ReceiverCore: Sendable {
     func update(_ index: Int, _ change: (inout ReceivedRequest) -> Void) {
         state.withLock { change(&$0.requests[index]) }
     }
+
+    /// Remembers a connection until it closes, so ``Receiver/stop()`` can close it.
+    func track(_ channel: any Channel) {
+        let id = ObjectIdentifier(channel)
+        state.withLock { $0.channels[id] = channel }
+        channel.closeFuture.whenComplete { [weak self] _ in
+            _ = self?.state.withLock { $0.channels.removeValue(forKey: id) }
+        }
+    }
+
+    func openChannels() -> [any Channel] { state.withLock { Array($0.channels.values) } }
 
     /// Reserves a unique file name in the directory for `filename`.
     func reserveName(for filename: String) -> String {

@@ -267,7 +267,10 @@ final class ReceiverHandler: ChannelInboundHandler {
         let keepAlive = request.head.isKeepAlive && !close
         if !keepAlive { headers.replaceOrAdd(name: "Connection", value: "close") }
         let index = request.index
-        core.update(index) { $0.status = status }
+        core.update(index) {
+            $0.status = status
+            $0.finishedAt = Date()
+        }
         let head = HTTPResponseHead(version: request.head.version, status: HTTPResponseStatus(statusCode: status), headers: headers)
         context.write(wrapOutboundOut(.head(head)), promise: nil)
         var buffer = context.channel.allocator.buffer(capacity: body.count)
