@@ -172,7 +172,7 @@ let package = Package(
         ),
         .testTarget(
             name: "FerryQueueTests",
-            dependencies: ["FerryQueue"]
+            dependencies: ["FerryQueue", .product(name: "GRDB", package: "GRDB.swift")]
         ),
         .testTarget(
             name: "FerryTransportTests",

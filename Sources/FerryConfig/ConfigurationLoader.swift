@@ -48,6 +48,12 @@ public struct ConfigurationLoader: Sendable {
             throw ConfigurationError(issues: [ConfigurationIssue(
                 file: path, line: nil, keyPath: nil, message: "TOML syntax error: \(error)")])
         }
+        // TOMLKit hands strings over as C strings, which would silently cut a value at an escaped NUL
+        // ("\u0000"); refuse such escapes before they can shorten a header or secret.
+        if let line = Self.lineWithEscapedNUL(text) {
+            throw ConfigurationError(issues: [ConfigurationIssue(
+                file: path, line: line, keyPath: nil, message: "a NUL character (\\u0000) is not allowed in any value")])
+        }
         let context = LoadContext(file: path, locator: TOMLKeyLocator(text: text), secrets: secrets)
         let configuration = context.configuration(from: root)
         if !context.issues.isEmpty {
@@ -57,6 +63,17 @@ public struct ConfigurationLoader: Sendable {
             throw ConfigurationError(issues: sorted)
         }
         return configuration
+    }
+}
+
+extension ConfigurationLoader {
+    /// The first line holding a `\u0000` or `\U00000000` escape, if any.
+    static func lineWithEscapedNUL(_ text: String) -> Int? {
+        for (index, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            let lower = line.lowercased()
+            if lower.contains("\\u0000") && !lower.contains("\\\\u0000") { return index + 1 }
+        }
+        return nil
     }
 }
 
@@ -157,10 +174,10 @@ final class LoadContext {
             }
         }
         let fileField = reader.string("file_field") ?? "file"
-        checkHeaderText(fileField, what: "the field name", at: reader.path.appending("file_field"), allowEmpty: false)
+        _ = checkHeaderText(fileField, what: "the field name", at: reader.path.appending("file_field"), allowEmpty: false)
         let fileContentType = reader.string("file_content_type")
         if let fileContentType {
-            checkHeaderText(fileContentType, what: "the content type", at: reader.path.appending("file_content_type"), allowEmpty: false)
+            _ = checkHeaderText(fileContentType, what: "the content type", at: reader.path.appending("file_content_type"), allowEmpty: false)
         }
         let settle = reader.duration("settle", minimum: .zero) ?? .seconds(2)
         var afterUpload = AfterUpload.delete
@@ -180,13 +197,13 @@ final class LoadContext {
             for key in table.keys {
                 let keyPath = fieldsPath.appending(key)
                 guard let text = scalarText(table[key], at: keyPath) else { continue }
-                checkHeaderText(key, what: "the field name", at: keyPath, allowEmpty: false)
-                checkHeaderText(text, what: "the value", at: keyPath, allowEmpty: true)
+                guard checkHeaderText(key, what: "the field name", at: keyPath, allowEmpty: false),
+                      checkHeaderText(text, what: "the value", at: keyPath, allowEmpty: true) else { continue }
                 if key == fileField {
                     report(keyPath, "field \"\(key)\" has the same name as file_field")
                 }
-                if case .success(let template) = parseTemplate(text, at: keyPath, allowPlaceholders: true) {
-                    checkHeaderText(template.text, what: "the value (after resolving secrets)", at: keyPath, allowEmpty: true, quiet: true)
+                if case .success(let template) = parseTemplate(text, at: keyPath, allowPlaceholders: true),
+                   !template.containsSecret || checkHeaderText(template.text, what: "the value (after resolving secrets)", at: keyPath, allowEmpty: true) {
                     fields.append(NamedValue(name: key, value: template))
                 }
             }
@@ -202,9 +219,9 @@ final class LoadContext {
                 } else if Self.reservedHeaders.contains(key.lowercased()) {
                     report(keyPath, "header \(key) is set by Ferry and cannot be configured")
                 }
-                checkHeaderText(text, what: "the header value", at: keyPath, allowEmpty: true)
-                if case .success(let template) = parseTemplate(text, at: keyPath, allowPlaceholders: false) {
-                    checkHeaderText(template.text, what: "the header value (after resolving secrets)", at: keyPath, allowEmpty: true, quiet: true)
+                guard checkHeaderText(text, what: "the header value", at: keyPath, allowEmpty: true) else { continue }
+                if case .success(let template) = parseTemplate(text, at: keyPath, allowPlaceholders: false),
+                   !template.containsSecret || checkHeaderText(template.text, what: "the header value (after resolving secrets)", at: keyPath, allowEmpty: true) {
                     headers.append(NamedValue(name: key, value: template))
                 }
             }
@@ -294,16 +311,20 @@ final class LoadContext {
         }
     }
 
-    /// Rejects CR, LF and NUL, which would split or truncate a header.
-    private func checkHeaderText(_ text: String, what: String, at path: KeyPath, allowEmpty: Bool, quiet: Bool = false) {
+    /// Rejects CR, LF and NUL, which would split or truncate a header. The message never quotes the
+    /// text, which may hold a secret. Returns whether the text is acceptable.
+    @discardableResult
+    private func checkHeaderText(_ text: String, what: String, at path: KeyPath, allowEmpty: Bool) -> Bool {
         if !allowEmpty && text.isEmpty {
             report(path, "\(what) must not be empty")
-        } else if let bad = text.utf8.first(where: { $0 == 0x0D || $0 == 0x0A || $0 == 0 }) {
-            let name = bad == 0x0D ? "a carriage return (CR)" : bad == 0x0A ? "a line feed (LF)" : "a NUL byte"
-            // `quiet`: the text may hold a secret, so describe the problem without quoting it.
-            _ = quiet
-            report(path, "\(what) contains \(name); header material may not contain CR, LF or NUL")
+            return false
         }
+        if let bad = text.utf8.first(where: { $0 == 0x0D || $0 == 0x0A || $0 == 0 }) {
+            let name = bad == 0x0D ? "a carriage return (CR)" : bad == 0x0A ? "a line feed (LF)" : "a NUL byte"
+            report(path, "\(what) contains \(name); header material may not contain CR, LF or NUL")
+            return false
+        }
+        return true
     }
 
     /// A field or header value: a string, or an integer, float or boolean written as TOML would.
@@ -330,6 +351,8 @@ final class LoadContext {
     static func article(_ type: TOMLType) -> String {
         switch type {
         case .int: "an integer"
+        case .bool: "a boolean"
+        case .double: "a floating-point number"
         case .array: "an array"
         case .dateTime: "a date-time"
         default: "a \(type)"

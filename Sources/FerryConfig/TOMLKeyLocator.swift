@@ -105,9 +105,24 @@ struct TOMLKeyLocator {
         var keys: [String] = []
         var current = ""
         var quote: Character?
+        var escaped = false
         for char in text {
             if let q = quote {
-                if char == q { quote = nil } else { current.append(char) }
+                if escaped {
+                    switch char {
+                    case "n": current.append("\n")
+                    case "r": current.append("\r")
+                    case "t": current.append("\t")
+                    default: current.append(char)
+                    }
+                    escaped = false
+                } else if char == "\\" && q == "\"" {
+                    escaped = true
+                } else if char == q {
+                    quote = nil
+                } else {
+                    current.append(char)
+                }
             } else if char == "\"" || char == "'" {
                 quote = char
             } else if char == "." {

@@ -1,0 +1,330 @@
+@testable import FerryConfig
+import Foundation
+import Testing
+
+/// A loader with a fixed environment and in-memory secret files.
+func loader(environment: [String: String] = [:], credentials: String? = nil, files: [String: String] = [:]) -> ConfigurationLoader {
+    ConfigurationLoader(secrets: SecretSources(
+        environment: environment, credentialsDirectory: credentials,
+        readFile: { path throws(SecretSources.SecretReadError) in
+            guard let text = files[path] else { throw SecretSources.SecretReadError(message: "cannot read \(path): No such file or directory") }
+            return text
+        }))
+}
+
+/// Parses `text` and returns the issues, or records a failure if it parsed.
+func issues(_ text: String, loader: ConfigurationLoader = loader(), sourceLocation: SourceLocation = #_sourceLocation) -> [ConfigurationIssue] {
+    do {
+        _ = try loader.parse(text, path: "/etc/ferry/ferry.toml")
+        Issue.record("expected the configuration to be rejected", sourceLocation: sourceLocation)
+        return []
+    } catch {
+        return error.issues
+    }
+}
+
+let minimalSpool = """
+    [[spool]]
+    name = "media"
+    directory = "/srv/spool"
+    url = "https://example.org/upload"
+    """
+
+@Suite("Configuration")
+struct ConfigurationTests {
+    @Test("The shipped example configuration is valid")
+    func exampleFile() throws {
+        let path = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../etc/ferry/ferry.toml").standardized.path
+        let configuration = try loader(credentials: "/run/credentials/ferryd.service", files: ["/run/credentials/ferryd.service/media-token": "s3cret\n"])
+            .load(path: path)
+        #expect(configuration.stateDirectory == "/var/lib/ferry")
+        #expect(configuration.controlSocket == "/run/ferry/control.sock")
+        #expect(configuration.maxConcurrentUploads == 4)
+        let spool = try #require(configuration.spools.first)
+        #expect(spool.name == "media")
+        #expect(spool.method == "POST")
+        #expect(spool.settle == .seconds(2))
+        #expect(spool.afterUpload == .delete)
+        #expect(spool.failedDirectory == "/var/spool/ferry/media/.failed")
+        #expect(spool.retry == RetryPolicy(initialDelay: .seconds(1), maxDelay: .seconds(300), maxAttempts: 0, maxAge: .seconds(5 * 86_400)))
+        #expect(spool.headers.first?.value.text == "Bearer s3cret")
+        #expect(spool.headers.first?.value.containsSecret == true)
+        #expect(spool.fields.first?.value.render { _ in "a.jpg" } == "Uploaded a.jpg")
+    }
+
+    @Test("Defaults apply when keys are left out")
+    func defaults() throws {
+        let configuration = try loader().parse(minimalSpool, path: "/etc/ferry/ferry.toml")
+        #expect(configuration.stateDirectory == "/var/lib/ferry")
+        #expect(configuration.controlSocket == "/run/ferry/control.sock")
+        #expect(configuration.maxConcurrentUploads == 4)
+        #expect(configuration.logLevel == .info)
+        let spool = try #require(configuration.spools.first)
+        #expect(spool.fileField == "file")
+        #expect(spool.method == "POST")
+        #expect(spool.afterUpload == .delete)
+        #expect(spool.failedDirectory == "/srv/spool/.failed")
+        #expect(spool.sentDirectory == "/srv/spool/.sent")
+        #expect(spool.recursive == false)
+        #expect(spool.connectTimeout == .seconds(10))
+        #expect(spool.noProgressTimeout == .seconds(60))
+    }
+
+    @Test("An unknown key is an error naming the file, line and key, with a suggestion")
+    func unknownKey() {
+        let found = issues("""
+            state_directory = "/var/lib/ferry"
+            max_concurent_uploads = 4
+            \(minimalSpool)
+            after_uplaod = "keep"
+              [spool.retry]
+              max_dealy = "5m"
+            """)
+        #expect(found.map(\.description) == [
+            "/etc/ferry/ferry.toml:2: max_concurent_uploads: unknown key \"max_concurent_uploads\" (did you mean \"max_concurrent_uploads\"?)",
+            "/etc/ferry/ferry.toml:7: spool[0].after_uplaod: unknown key \"after_uplaod\" (did you mean \"after_upload\"?)",
+            "/etc/ferry/ferry.toml:9: spool[0].retry.max_dealy: unknown key \"max_dealy\" (did you mean \"max_delay\"?)",
+        ])
+    }
+
+    @Test("A value of the wrong type names its key and both types")
+    func wrongType() {
+        let found = issues("""
+            max_concurrent_uploads = "4"
+            \(minimalSpool)
+            recursive = "yes"
+            """)
+        #expect(found.map(\.description) == [
+            "/etc/ferry/ferry.toml:1: max_concurrent_uploads: expected an integer, got a string",
+            "/etc/ferry/ferry.toml:6: spool[0].recursive: expected a boolean, got a string",
+        ])
+    }
+
+    @Test("A TOML syntax error gives its line")
+    func syntaxError() {
+        let found = issues("""
+            log_level = "info"
+            max_concurrent_uploads = = 4
+            """)
+        #expect(found.count == 1)
+        #expect(found.first?.line == 2)
+        #expect(found.first?.description.hasPrefix("/etc/ferry/ferry.toml:2: TOML syntax error") == true)
+    }
+
+    @Test("Durations: 500ms, 2s, 5m, 1h, 5d and sums; anything else is an error")
+    func durations() {
+        #expect(DurationParser.parse("500ms") == .milliseconds(500))
+        #expect(DurationParser.parse("2s") == .seconds(2))
+        #expect(DurationParser.parse("5m") == .seconds(300))
+        #expect(DurationParser.parse("1h") == .seconds(3600))
+        #expect(DurationParser.parse("5d") == .seconds(432_000))
+        #expect(DurationParser.parse("1h30m") == .seconds(5400))
+        #expect(DurationParser.parse("0s") == .zero)
+        for bad in ["", "5", "five seconds", "5 minutes", "1.5s", "-1s", "5x", "s"] {
+            #expect(DurationParser.parse(bad) == nil, "\(bad) should not parse")
+        }
+        #expect(DurationParser.format(.seconds(5400)) == "1h30m")
+        let found = issues("""
+            \(minimalSpool)
+            settle = "2 seconds"
+            """)
+        #expect(found.map(\.description) == [
+            "/etc/ferry/ferry.toml:5: spool[0].settle: expected a duration such as \"500ms\", \"2s\", \"5m\", \"1h\" or \"5d\", got \"2 seconds\"",
+        ])
+    }
+
+    @Test("CR, LF or NUL in a header or field value is rejected at load", arguments: [
+        ("[spool.headers]\nX-Token = \"abc\\r\\nX-Evil: 1\"", "spool[0].headers.X-Token"),
+        ("[spool.headers]\nX-Token = \"abc\\n\"", "spool[0].headers.X-Token"),
+        ("[spool.fields]\ndescription = \"two\\nlines\"", "spool[0].fields.description"),
+        ("[spool.fields]\n\"bad\\rname\" = \"x\"", "spool[0].fields.\"bad\rname\""),
+    ])
+    func controlCharacters(section: String, key: String) {
+        let found = issues("\(minimalSpool)\n\(section)")
+        #expect(found.count == 1)
+        #expect(found.first?.keyPath == key)
+        #expect(found.first?.line == 6)
+        #expect(found.first?.message.contains("may not contain CR, LF or NUL") == true)
+    }
+
+    @Test("An escaped NUL is refused (it would silently cut the value short)")
+    func escapedNUL() {
+        let found = issues("\(minimalSpool)\n[spool.headers]\nX-Token = \"a\\u0000b\"")
+        #expect(found.map(\.description) == ["/etc/ferry/ferry.toml:6: a NUL character (\\u0000) is not allowed in any value"])
+    }
+
+    @Test("Headers that Ferry sets itself cannot be configured", arguments: ["Content-Type", "content-length", "Host", "Idempotency-Key", "Transfer-Encoding"])
+    func reservedHeaders(name: String) {
+        let found = issues("\(minimalSpool)\n[spool.headers]\n\(name) = \"x\"")
+        #expect(found.first?.message == "header \(name) is set by Ferry and cannot be configured")
+    }
+
+    @Test("Missing required keys are named")
+    func requiredKeys() {
+        let found = issues("""
+            [[spool]]
+            name = "media"
+            """)
+        #expect(found.map(\.description) == [
+            "/etc/ferry/ferry.toml:1: spool[0].directory: required key \"directory\" is missing",
+            "/etc/ferry/ferry.toml:1: spool[0].url: required key \"url\" is missing",
+        ])
+    }
+
+    @Test("A configuration with no spool is refused")
+    func noSpool() {
+        let found = issues("log_level = \"info\"")
+        #expect(found.first?.message.contains("no [[spool]] is configured") == true)
+    }
+
+    @Test("Every problem is reported at once, in file order")
+    func manyProblems() {
+        let found = issues("""
+            log_level = "loud"
+            [[spool]]
+            name = "Media!"
+            directory = "/a"
+            url = "ftp://example.org/"
+            method = "PATCH"
+            after_upload = "shred"
+            [[spool]]
+            name = "two"
+            directory = "/a"
+            url = "not a url"
+            """)
+        #expect(found.map(\.line) == [1, 3, 5, 6, 7, 11])
+        #expect(found[0].message.hasPrefix("unknown log level \"loud\""))
+        #expect(found[1].message.contains("not a valid spool name"))
+        #expect(found[2].message.contains("must start with http:// or https://"))
+        #expect(found[3].message == "method must be \"POST\" or \"PUT\", not \"PATCH\"")
+        #expect(found[4].message.contains("\"delete\", \"keep\" or \"move\""))
+        #expect(found[5].keyPath == "spool[1].url")
+    }
+
+    @Test("Two spools watching the same directory are refused")
+    func duplicateDirectories() {
+        let found = issues("""
+            \(minimalSpool)
+            [[spool]]
+            name = "other"
+            directory = "/srv/./spool/"
+            url = "https://example.org/upload"
+            """)
+        #expect(found.map(\.description) == ["/etc/ferry/ferry.toml:7: spool[1].directory: directory /srv/./spool/ is already watched by spool \"media\""])
+    }
+
+    @Test("Two spools with the same name are refused")
+    func duplicateNames() {
+        let found = issues("""
+            \(minimalSpool)
+            [[spool]]
+            name = "media"
+            directory = "/srv/other"
+            url = "https://example.org/upload"
+            """)
+        #expect(found.map(\.description) == ["/etc/ferry/ferry.toml:6: spool[1].name: spool name \"media\" is already used by spool[0]"])
+    }
+
+    @Test("max_delay shorter than initial_delay is refused")
+    func retryBounds() {
+        let found = issues("\(minimalSpool)\n[spool.retry]\ninitial_delay = \"10s\"\nmax_delay = \"1s\"")
+        #expect(found.first?.keyPath == "spool[0].retry.max_delay")
+    }
+
+    @Test("Relative paths are resolved against the configuration file's directory")
+    func relativePaths() throws {
+        let configuration = try loader().parse("""
+            state_directory = "state"
+            [[spool]]
+            name = "a"
+            directory = "spool/a"
+            url = "http://127.0.0.1:8080/"
+            failed_directory = "../failed"
+            """, path: "/opt/ferry/ferry.toml")
+        #expect(configuration.stateDirectory == "/opt/ferry/state")
+        #expect(configuration.spools[0].directory == "/opt/ferry/spool/a")
+        #expect(configuration.spools[0].failedDirectory == "/opt/ferry/../failed")
+    }
+}
+
+@Suite("Templates and secrets")
+struct TemplateTests {
+    @Test("Field placeholders are parsed and rendered; {{ and }} are literal braces")
+    func placeholders() throws {
+        let configuration = try loader().parse("""
+            \(minimalSpool)
+            [spool.fields]
+            meta = "{{\\"name\\": \\"{filename}\\", \\"size\\": {size}}}"
+            id = "{id}"
+            where = "{relative_path} @ {mtime} #{sha256}"
+            """, path: "/x.toml")
+        let fields = Dictionary(uniqueKeysWithValues: configuration.spools[0].fields.map { ($0.name, $0.value) })
+        #expect(fields["meta"]?.render { $0 == .filename ? "a.jpg" : "42" } == "{\"name\": \"a.jpg\", \"size\": 42}")
+        #expect(fields["id"]?.placeholders == [.id])
+        #expect(fields["where"]?.placeholders == [.relativePath, .mtime, .sha256])
+    }
+
+    @Test("An unknown placeholder is an error listing the known ones")
+    func unknownPlaceholder() {
+        let found = issues("\(minimalSpool)\n[spool.fields]\nx = \"{name}\"")
+        #expect(found.first?.message.hasPrefix("unknown placeholder \"{name}\"; the placeholders are {filename} {size} {mtime} {sha256} {relative_path} {id}") == true)
+    }
+
+    @Test("Secrets come from the environment, files and systemd credentials")
+    func secretSources() throws {
+        let configuration = try loader(
+            environment: ["TOKEN": "from-env"], credentials: "/run/creds",
+            files: ["/etc/ferry/key": "from-file\n", "/run/creds/api": "from-credential\r\n"]
+        ).parse("""
+            \(minimalSpool)
+            [spool.headers]
+            X-Env = "${env:TOKEN}"
+            X-File = "k=${file:/etc/ferry/key}"
+            X-Credential = "Bearer ${credential:api}"
+            X-Plain = "{not a placeholder}"
+            """, path: "/x.toml")
+        let headers = Dictionary(uniqueKeysWithValues: configuration.spools[0].headers.map { ($0.name, $0.value) })
+        #expect(headers["X-Env"]?.text == "from-env")
+        #expect(headers["X-File"]?.text == "k=from-file")
+        #expect(headers["X-Credential"]?.text == "Bearer from-credential")
+        #expect(headers["X-Plain"]?.text == "{not a placeholder}")
+        #expect(headers["X-Plain"]?.containsSecret == false)
+        #expect(headers["X-Env"]?.containsSecret == true)
+    }
+
+    @Test("Missing secrets are configuration errors that say what to do", arguments: [
+        ("${env:NOPE}", "environment variable NOPE (from ${env:NOPE}) is not set"),
+        ("${file:/nope}", "${file:/nope}: cannot read /nope: No such file or directory"),
+        ("${file:relative}", "${file:relative} needs an absolute path"),
+        ("${credential:token}", "${credential:token} needs $CREDENTIALS_DIRECTORY"),
+        ("${vault:x}", "unknown secret source \"vault\""),
+        ("${env:X", "\"${\" starts a secret reference but there is no closing \"}\""),
+    ])
+    func missingSecrets(value: String, message: String) {
+        let found = issues("\(minimalSpool)\n[spool.headers]\nAuthorization = \"\(value)\"")
+        #expect(found.count == 1)
+        #expect(found.first?.keyPath == "spool[0].headers.Authorization")
+        #expect(found.first?.message.contains(message) == true, "\(found.first?.message ?? "")")
+    }
+
+    @Test("A secret with a line break inside is refused without printing the secret")
+    func secretWithNewline() {
+        let found = issues(
+            "\(minimalSpool)\n[spool.headers]\nAuthorization = \"${env:TOKEN}\"",
+            loader: loader(environment: ["TOKEN": "top-secret\ninjected"]))
+        #expect(found.count == 1)
+        #expect(found.first?.message.contains("after resolving secrets") == true)
+        #expect(!found.description.contains("top-secret"))
+    }
+
+    @Test("URLs may hold secrets; the redacted form drops query and credentials")
+    func urlSecrets() throws {
+        let configuration = try loader(environment: ["SIG": "abc123"]).parse("""
+            [[spool]]
+            name = "s3"
+            directory = "/srv/s3"
+            url = "https://user:pw@bucket.example.org/up?signature=${env:SIG}"
+            """, path: "/x.toml")
+        #expect(configuration.spools[0].url.text == "https://user:pw@bucket.example.org/up?signature=abc123")
+    }
+}

@@ -1,0 +1,223 @@
+@testable import FerryQueue
+import Foundation
+import GRDB
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A queue in a fresh temporary directory.
+final class TestQueue {
+    let directory: String
+    let store: JobStore
+    var path: String { directory + "/queue.sqlite" }
+
+    init() throws {
+        var template = Array("/tmp/ferry-queue.XXXXXX".utf8CString)
+        directory = String(cString: mkdtemp(&template)!)
+        store = try JobStore(path: directory + "/queue.sqlite")
+    }
+
+    deinit {
+        try? store.close()
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+}
+
+func identity(_ inode: UInt64, size: Int64 = 10, mtime: Int64 = 1_000) -> FileIdentity {
+    FileIdentity(device: 1, inode: inode, size: size, modificationTime: mtime)
+}
+
+func file(_ name: String, inode: UInt64, spool: String = "s", size: Int64 = 10, mtime: Int64 = 1_000) -> JobStore.DiscoveredFile {
+    JobStore.DiscoveredFile(spool: spool, relativePath: Array(name.utf8), identity: identity(inode, size: size, mtime: mtime))
+}
+
+let boundary: @Sendable () -> String = { "ferry-test-boundary" }
+
+@Suite("Job queue (SQLite)")
+struct JobStoreTests {
+    @Test("Every commit is durable: WAL with synchronous=FULL")
+    func durability() throws {
+        let queue = try TestQueue()
+        #expect(try queue.store.synchronousSetting() == 2)
+        let mode = try DatabaseQueue(path: queue.path).read { try String.fetchOne($0, sql: "PRAGMA journal_mode") }
+        #expect(mode == "wal")
+    }
+
+    @Test("A file is queued once; queueing it again while active adds nothing")
+    func enqueueOnce() async throws {
+        let queue = try TestQueue()
+        let first = try await queue.store.enqueue([file("a.jpg", inode: 1), file("b.jpg", inode: 2)], now: Date(), makeBoundary: boundary)
+        #expect(first.count == 2)
+        #expect(first.allSatisfy { $0.state == .queued && $0.sequence != nil && JobID.isWellFormed($0.id.rawValue) })
+        let again = try await queue.store.enqueue([file("a.jpg", inode: 1), file("a.jpg", inode: 9)], now: Date(), makeBoundary: boundary)
+        #expect(again.isEmpty)
+        let counts = try await queue.store.counts()
+        #expect(counts["s"]?[.queued] == 2)
+    }
+
+    @Test("The database refuses a second active job for the same file, whatever the caller does")
+    func uniqueActivePath() async throws {
+        let queue = try TestQueue()
+        let job = try #require(try await queue.store.enqueue([file("a", inode: 1)], now: Date(), makeBoundary: boundary).first)
+        let pool = try DatabasePool(path: queue.path)
+        defer { try? pool.close() }
+        #expect(throws: DatabaseError.self) {
+            try pool.write { db in
+                var duplicate = Job(id: JobID.generate(milliseconds: 1), spool: "s", relativePath: job.relativePath,
+                                    identity: identity(2), boundary: "b", now: Date())
+                try duplicate.insert(db)
+            }
+        }
+    }
+
+    @Test("Claims are oldest-due first, bounded, and skip jobs not yet due")
+    func claimOrder() async throws {
+        let queue = try TestQueue()
+        let now = Date()
+        let jobs = try await queue.store.enqueue((1...5).map { file("f\($0)", inode: UInt64($0)) }, now: now, makeBoundary: boundary)
+        // Make f1 wait for a retry in the future.
+        let claimed = try await queue.store.claimDue(now: now, limit: 1)
+        #expect(claimed.map(\.displayPath) == ["f1"])
+        try await queue.store.finish(claimed[0], startedAt: now, now: now, bytesSent: 0, transition: .retry(
+            at: now.addingTimeInterval(60), error: "503", status: 503, body: nil, contentType: nil))
+        let next = try await queue.store.claimDue(now: now, limit: 3)
+        #expect(next.map(\.displayPath) == ["f2", "f3", "f4"])
+        #expect(next.allSatisfy { $0.state == .uploading })
+        let rest = try await queue.store.claimDue(now: now, limit: 10)
+        #expect(rest.map(\.displayPath) == ["f5"])
+        let due = try await queue.store.nextDueDate()
+        #expect(abs((due?.timeIntervalSince1970 ?? 0) - now.addingTimeInterval(60).timeIntervalSince1970) < 0.01)
+        #expect(jobs.count == 5)
+    }
+
+    @Test("Outcomes: success, retry, failure and interruption each record an attempt")
+    func transitions() async throws {
+        let queue = try TestQueue()
+        let now = Date()
+        _ = try await queue.store.enqueue([file("a", inode: 1), file("b", inode: 2), file("c", inode: 3)], now: now, makeBoundary: boundary)
+        let claimed = try await queue.store.claimDue(now: now, limit: 3)
+        let large = [UInt8](repeating: 0x41, count: 100_000)
+
+        let interrupted = try await queue.store.finish(claimed[0], startedAt: now, now: now, bytesSent: 5, transition: .interrupted(at: now, reason: "shutdown"))
+        #expect(interrupted.state == .queued)
+        #expect(interrupted.attempts == 0)
+
+        let retried = try await queue.store.finish(claimed[1], startedAt: now, now: now, bytesSent: 10, transition: .retry(
+            at: now.addingTimeInterval(5), error: "server answered 503", status: 503, body: [1, 2], contentType: "text/plain"))
+        #expect(retried.state == .retrying)
+        #expect(retried.attempts == 1)
+        #expect(retried.lastError == "server answered 503")
+
+        let done = try await queue.store.finish(claimed[2], startedAt: now, now: now, bytesSent: 10, transition: .succeeded(
+            status: 201, body: large, contentType: "application/json"))
+        #expect(done.state == .done)
+        #expect(done.attempts == 1)
+        #expect(done.disposedAt == nil)
+
+        let stored = try #require(try await queue.store.job(id: done.id))
+        #expect(stored.responseStatus == 201)
+        #expect(stored.responseBody?.count == JobStore.responseExcerptLimit)
+        #expect(stored.responseContentType == "application/json")
+
+        let attempts = try await queue.store.attempts(of: stored)
+        #expect(attempts.map(\.outcome) == [.success])
+        #expect(attempts.first?.httpStatus == 201)
+        #expect(attempts.first?.bytesSent == 10)
+        let interruptedAttempts = try await queue.store.attempts(of: interrupted)
+        #expect(interruptedAttempts.map(\.outcome) == [.interrupted])
+
+        let pending = try await queue.store.pendingDispositions(limit: 10)
+        #expect(pending.map(\.id) == [done.id])
+        try await queue.store.markDisposed(done, disposition: .deleted, finalPath: nil, now: now)
+        #expect(try await queue.store.pendingDispositions(limit: 10).isEmpty)
+    }
+
+    @Test("After a crash, uploads in flight go back to the queue and are not counted")
+    func recovery() async throws {
+        let queue = try TestQueue()
+        _ = try await queue.store.enqueue([file("a", inode: 1), file("b", inode: 2)], now: Date(), makeBoundary: boundary)
+        _ = try await queue.store.claimDue(now: Date(), limit: 2)
+        try queue.store.close()
+        let reopened = try JobStore(path: queue.path)
+        defer { try? reopened.close() }
+        #expect(try await reopened.requeueInterrupted(now: Date()) == 2)
+        let jobs = try await reopened.jobs()
+        #expect(jobs.allSatisfy { $0.state == .queued && $0.attempts == 0 })
+    }
+
+    @Test("A file dropped again after its job deleted it is a new job, even with the same inode")
+    func redropAfterDelete() async throws {
+        let queue = try TestQueue()
+        let job = try #require(try await queue.store.enqueue([file("a", inode: 7)], now: Date(), makeBoundary: boundary).first)
+        let claimed = try await queue.store.claimDue(now: Date(), limit: 1)
+        let done = try await queue.store.finish(claimed[0], startedAt: Date(), now: Date(), bytesSent: 1, transition: .succeeded(status: 200, body: [], contentType: nil))
+        // Not yet disposed: a rescan must not queue it again.
+        #expect(try await queue.store.enqueue([file("a", inode: 7)], now: Date(), makeBoundary: boundary).isEmpty)
+        try await queue.store.markDisposed(done, disposition: .deleted, finalPath: nil, now: Date())
+        let again = try await queue.store.enqueue([file("a", inode: 7)], now: Date(), makeBoundary: boundary)
+        #expect(again.count == 1)
+        #expect(again.first?.id != job.id)
+        #expect((again.first?.sequence ?? 0) > (job.sequence ?? 0))
+    }
+
+    @Test("A kept file is not uploaded again unless it changes")
+    func keptFile() async throws {
+        let queue = try TestQueue()
+        _ = try await queue.store.enqueue([file("a", inode: 7)], now: Date(), makeBoundary: boundary)
+        let claimed = try await queue.store.claimDue(now: Date(), limit: 1)
+        let done = try await queue.store.finish(claimed[0], startedAt: Date(), now: Date(), bytesSent: 1, transition: .succeeded(status: 200, body: [], contentType: nil))
+        try await queue.store.markDisposed(done, disposition: .kept, finalPath: nil, now: Date())
+        #expect(try await queue.store.enqueue([file("a", inode: 7)], now: Date(), makeBoundary: boundary).isEmpty)
+        #expect(try await queue.store.enqueue([file("a", inode: 7, mtime: 2_000)], now: Date(), makeBoundary: boundary).count == 1)
+    }
+
+    @Test("Job ids are 26-character ULIDs that sort by creation time and are never reused")
+    func ids() async throws {
+        var previous = JobID.generate(milliseconds: 1_700_000_000_000)
+        var seen = Set([previous])
+        for offset in 1...2000 {
+            let id = JobID.generate(milliseconds: 1_700_000_000_000 + UInt64(offset))
+            #expect(id > previous)
+            #expect(id.rawValue.count == 26)
+            seen.insert(id)
+            previous = id
+        }
+        #expect(seen.count == 2001)
+        let sameMillisecond = Set((0..<1000).map { _ in JobID.generate(milliseconds: 5) })
+        #expect(sameMillisecond.count == 1000)
+    }
+
+    @Test("A damaged database is refused with a clear error, never replaced")
+    func corruptDatabase() throws {
+        var template = Array("/tmp/ferry-corrupt.XXXXXX".utf8CString)
+        let directory = String(cString: mkdtemp(&template)!)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let path = directory + "/queue.sqlite"
+        let garbage = Data((0..<8192).map { UInt8(truncatingIfNeeded: $0 &* 37) })
+        FileManager.default.createFile(atPath: path, contents: garbage)
+        do {
+            _ = try JobStore(path: path)
+            Issue.record("a garbage file was opened as a queue")
+        } catch {
+            guard case .corrupt = error else {
+                Issue.record("expected .corrupt, got \(error)")
+                return
+            }
+            #expect(error.description.contains("will not start over it"))
+        }
+        #expect(FileManager.default.contents(atPath: path) == garbage)
+    }
+
+    @Test("Claims read a bounded number of rows however long the queue")
+    func boundedClaims() async throws {
+        let queue = try TestQueue()
+        let files = (0..<5000).map { file("f\($0)", inode: UInt64($0)) }
+        let jobs = try await queue.store.enqueue(files, now: Date(), makeBoundary: boundary)
+        #expect(jobs.count == 5000)
+        let claimed = try await queue.store.claimDue(now: Date(), limit: 4)
+        #expect(claimed.count == 4)
+        #expect(try await queue.store.counts()["s"]?[.queued] == 4996)
+    }
+}
