@@ -4,6 +4,10 @@ import Foundation
 public struct HeaderField: Sendable, Codable, Hashable {
     public var name: String
     public var value: String
+    public init(name: String, value: String) {
+        self.name = name
+        self.value = value
+    }
 }
 
 /// A text field from a multipart body.

@@ -120,45 +120,80 @@ public final class Uploader: Sendable {
     }
 
     /// Sends `request`. `progress` is called with the running count of body bytes handed to the connection.
+    ///
+    /// A watchdog aborts the request when no body chunk is taken by the connection and no response
+    /// byte arrives for ``TransportSettings/noProgressTimeout``. AsyncHTTPClient's own write timeout
+    /// is paused while the socket is not writable, so it cannot see a server that stops reading.
     public func send(
         _ request: UploadRequest, logger: Logger, progress: @escaping @Sendable (Int64) -> Void = { _ in }
     ) async -> UploadResult {
         let counter = ByteCounter()
+        let watchdog = ProgressWatchdog(timeout: settings.noProgressTimeout)
         do {
-            return try await FileSystem.shared.withFileHandle(forReadingAt: FilePath(request.bodyPath)) { file in
-                var http = HTTPClientRequest(url: request.url)
-                http.method = HTTPMethod(rawValue: request.method)
-                for header in request.headers { http.headers.add(name: header.name, value: header.value) }
-                http.headers.replaceOrAdd(name: "Content-Type", value: request.contentType)
-                http.headers.replaceOrAdd(name: "Idempotency-Key", value: request.idempotencyKey)
-                if !http.headers.contains(name: "User-Agent") {
-                    http.headers.add(name: "User-Agent", value: FerryVersion.userAgent)
+            return try await withThrowingTaskGroup(of: UploadResult?.self) { group in
+                group.addTask {
+                    try await self.execute(request, logger: logger, counter: counter, watchdog: watchdog, progress: progress)
                 }
-                let chunks = file.readChunks(in: 0..<request.contentLength, chunkLength: Self.chunkLength)
-                    .map { buffer in
-                        progress(counter.add(Int64(buffer.readableBytes)))
-                        return buffer
-                    }
-                http.body = .stream(chunks, length: .known(request.contentLength))
-                let response = try await client.execute(http, deadline: .distantFuture, logger: logger)
-                var body: [UInt8] = []
-                var drained = 0
-                for try await chunk in response.body {
-                    if body.count < Self.responseLimit {
-                        body += chunk.readableBytesView.prefix(Self.responseLimit - body.count)
-                    }
-                    drained += chunk.readableBytes
-                    // Do not read an endless answer; the connection is simply not reused.
-                    if drained > 4 * 1024 * 1024 { break }
+                group.addTask {
+                    try await watchdog.run()
+                    return nil
                 }
-                let headers = response.headers.map { (name: $0.name, value: $0.value) }
-                return .response(status: Int(response.status.code), headers: headers, body: body, bytesSent: counter.value)
+                let first = try await group.next()!
+                group.cancelAll()
+                if let result = first { return result }
+                // The watchdog fired: wait for the request to unwind, then report the stall.
+                _ = try? await group.next()
+                return .failed(TransportFailure(
+                    kind: .timeout,
+                    message: "no progress for \(settings.noProgressTimeout) (the server stopped reading or answering)"),
+                    bytesSent: counter.value)
             }
         } catch {
+            if watchdog.fired {
+                return .failed(TransportFailure(kind: .timeout, message: "no progress for \(settings.noProgressTimeout)"), bytesSent: counter.value)
+            }
             if Task.isCancelled || error is CancellationError || (error as? HTTPClientError) == .cancelled {
                 return .cancelled(bytesSent: counter.value)
             }
             return .failed(Self.describe(error, request: request), bytesSent: counter.value)
+        }
+    }
+
+    private func execute(
+        _ request: UploadRequest, logger: Logger, counter: ByteCounter, watchdog: ProgressWatchdog,
+        progress: @escaping @Sendable (Int64) -> Void
+    ) async throws -> UploadResult {
+        try await FileSystem.shared.withFileHandle(forReadingAt: FilePath(request.bodyPath)) { file in
+            var http = HTTPClientRequest(url: request.url)
+            http.method = HTTPMethod(rawValue: request.method)
+            for header in request.headers { http.headers.add(name: header.name, value: header.value) }
+            http.headers.replaceOrAdd(name: "Content-Type", value: request.contentType)
+            http.headers.replaceOrAdd(name: "Idempotency-Key", value: request.idempotencyKey)
+            if !http.headers.contains(name: "User-Agent") {
+                http.headers.add(name: "User-Agent", value: FerryVersion.userAgent)
+            }
+            let chunks = file.readChunks(in: 0..<request.contentLength, chunkLength: Self.chunkLength)
+                .map { buffer in
+                    watchdog.progressed()
+                    progress(counter.add(Int64(buffer.readableBytes)))
+                    return buffer
+                }
+            http.body = .stream(chunks, length: .known(request.contentLength))
+            let response = try await client.execute(http, deadline: .distantFuture, logger: logger)
+            watchdog.progressed()
+            var body: [UInt8] = []
+            var drained = 0
+            for try await chunk in response.body {
+                watchdog.progressed()
+                if body.count < Self.responseLimit {
+                    body += chunk.readableBytesView.prefix(Self.responseLimit - body.count)
+                }
+                drained += chunk.readableBytes
+                // Do not read an endless answer; the connection is simply not reused.
+                if drained > 4 * 1024 * 1024 { break }
+            }
+            let headers = response.headers.map { (name: $0.name, value: $0.value) }
+            return .response(status: Int(response.status.code), headers: headers, body: body, bytesSent: counter.value)
         }
     }
 
@@ -192,6 +227,32 @@ public final class Uploader: Sendable {
             return TransportFailure(kind: .io, message: "reading the request body failed: \(error.message)")
         }
         return TransportFailure(kind: .other, message: "request to \(host) failed: \(error)")
+    }
+}
+
+/// Fires when nothing has moved for `timeout`: ``run()`` returns then, and ``fired`` turns true.
+final class ProgressWatchdog: Sendable {
+    private let timeout: Duration
+    private let last = Mutex(ContinuousClock.now)
+    private let didFire = Mutex(false)
+
+    init(timeout: Duration) { self.timeout = timeout }
+
+    /// Something moved: a body chunk was taken or a response byte arrived.
+    func progressed() { last.withLock { $0 = .now } }
+
+    var fired: Bool { didFire.withLock { $0 } }
+
+    /// Returns when progress has stalled for `timeout`; throws if cancelled first.
+    func run() async throws {
+        while true {
+            let deadline = last.withLock { $0 } + timeout
+            if ContinuousClock.now >= deadline {
+                didFire.withLock { $0 = true }
+                return
+            }
+            try await Task.sleep(until: min(deadline, .now + .milliseconds(500)), clock: .continuous)
+        }
     }
 }
 
