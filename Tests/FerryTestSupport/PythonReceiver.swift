@@ -1,0 +1,69 @@
+import Foundation
+
+/// One request as the Python receiver (Werkzeug or python-multipart) parsed it.
+public struct PythonReceivedRequest: Decodable, Sendable {
+    public struct File: Decodable, Sendable {
+        public var field: String
+        public var filename: String?
+        public var size: Int
+        public var sha256: String
+    }
+    public var method: String
+    public var path: String
+    public var headers: [String: String]
+    public var fields: [String: String]
+    public var files: [File]
+    public var status: Int
+    public var error: String?
+}
+
+/// `Tests/Servers/multipart_server.py` run with a third-party parser: an independent server to
+/// check Ferry's bodies against.
+public final class PythonReceiver: @unchecked Sendable {
+    public enum Parser: String, Sendable { case werkzeug, pythonMultipart = "python-multipart" }
+
+    public let child: ChildProcess
+    public let directory: String
+    public let url: String
+
+    public static var script: String {
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .appendingPathComponent("../Servers/multipart_server.py").standardized.path
+    }
+
+    /// The interpreter: `$FERRY_TEST_PYTHON`, else `python3` on the PATH.
+    public static var python: String {
+        ProcessInfo.processInfo.environment["FERRY_TEST_PYTHON"] ?? "/usr/bin/env"
+    }
+
+    public init(parser: Parser, directory: String) async throws {
+        self.directory = directory
+        let explicit = ProcessInfo.processInfo.environment["FERRY_TEST_PYTHON"]
+        let arguments = (explicit == nil ? ["python3"] : []) + [Self.script, "--parser", parser.rawValue, "--directory", directory]
+        child = try ChildProcess(executable: Self.python, arguments: arguments, logPath: directory + ".log")
+        let line: String
+        do {
+            line = try await child.readStdoutLine { $0.hasPrefix("listening on ") }
+        } catch {
+            throw TestFailure("""
+                the \(parser.rawValue) test server did not start; install its parser with
+                `pip install werkzeug python-multipart` (make test does). Its output:
+                \(child.log)
+                """)
+        }
+        url = String(line.dropFirst("listening on ".count))
+    }
+
+    deinit { child.send(SIGKILL_) }
+
+    /// Requests parsed so far.
+    public var requests: [PythonReceivedRequest] {
+        guard let text = try? String(contentsOfFile: directory + "/requests.jsonl", encoding: .utf8) else { return [] }
+        return text.split(separator: "\n").compactMap { try? JSONDecoder().decode(PythonReceivedRequest.self, from: Data($0.utf8)) }
+    }
+}
+
+#if canImport(Glibc)
+import Glibc
+let SIGKILL_ = SIGKILL
+#endif
