@@ -37,6 +37,7 @@ public final class FerryDaemon: Service, Sendable {
             throw DaemonError.queue(error)
         }
         defer { try? store.close() }
+        state.protectDatabase()
 
         // Recovery.
         let requeued = try await store.requeueInterrupted(now: Date())

@@ -23,6 +23,11 @@ struct StateDirectory: ~Copyable {
         } catch {
             throw .stateDirectory("\(error)")
         }
+        // Bodies are copies of the files being sent: only the daemon's user may list or read them,
+        // however the directories were created (systemd's StateDirectory= makes them 0755).
+        for directory in [path, path + "/bodies"] where chmod(directory, 0o700) != 0 {
+            throw .stateDirectory("cannot make \(directory) private (chmod 0700): \(systemErrorMessage(errno))")
+        }
         let lockPath = path + "/ferryd.lock"
         let fd = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
         guard fd >= 0 else { throw .stateDirectory("cannot open \(lockPath): \(systemErrorMessage(errno))") }
@@ -41,6 +46,11 @@ struct StateDirectory: ~Copyable {
     }
 
     deinit { close(lockDescriptor) }
+
+    /// Makes the queue database files readable by the daemon's user only.
+    func protectDatabase() {
+        for suffix in ["", "-wal", "-shm"] { chmod(databasePath + suffix, 0o600) }
+    }
 
     /// Removes every temporary body: none is in use when the daemon starts, and each is rebuilt on demand.
     func removeOrphanedBodies() -> Int {

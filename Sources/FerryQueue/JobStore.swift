@@ -105,6 +105,15 @@ public final class JobStore: Sendable {
         return migrator
     }
 
+    /// Runs a write transaction that a cancelled caller cannot abandon half-way: an outcome that
+    /// decides the fate of a file (a 2xx, an interruption at shutdown) is recorded even while the task
+    /// that learned it is being cancelled. (GRDB's async writes stop at cancellation; this one runs
+    /// in a detached task, which does not inherit it.)
+    private func write<T: Sendable>(_ updates: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        let pool = self.pool
+        return try await Task.detached { try await pool.write(updates) }.value
+    }
+
     // MARK: - Intake
 
     /// A file found in a spool, not yet known to be queued.
@@ -124,10 +133,10 @@ public final class JobStore: Sendable {
     /// active, still being disposed of, or was deliberately left in place (`keep`, or changed during
     /// its upload) with this very identity.
     public func enqueue(
-        _ files: [DiscoveredFile], now: Date, makeBoundary: @Sendable () -> String
+        _ files: [DiscoveredFile], now: Date, makeBoundary: @escaping @Sendable () -> String
     ) async throws -> [Job] {
         guard !files.isEmpty else { return [] }
-        return try await pool.write { db in
+        return try await write { db in
             var created: [Job] = []
             let latest = try db.cachedStatement(sql: """
                 SELECT state, device, inode, size, mtime_ns, disposition, disposed_at
@@ -162,7 +171,7 @@ public final class JobStore: Sendable {
     /// Atomically moves up to `limit` due jobs (oldest due first) to `uploading` and returns them.
     public func claimDue(now: Date, limit: Int, excludingSpools paused: Set<String> = []) async throws -> [Job] {
         guard limit > 0 else { return [] }
-        return try await pool.write { db in
+        return try await write { db in
             var sql = """
                 SELECT * FROM job WHERE state IN ('queued', 'retrying') AND next_attempt_at <= ?
                 """
@@ -274,7 +283,7 @@ public final class JobStore: Sendable {
         if counts { job.attempts += 1 }
         let updated = job
         let record = attempt
-        try await pool.write { db in
+        try await write { db in
             try record.insert(db)
             try updated.update(db)
         }
@@ -291,7 +300,7 @@ public final class JobStore: Sendable {
         job.nextAttemptAt = nil
         job.lastError = error
         let updated = job
-        try await pool.write { db in try updated.update(db) }
+        try await write { db in try updated.update(db) }
         return updated
     }
 
@@ -302,7 +311,7 @@ public final class JobStore: Sendable {
         job.identity = identity
         job.updatedAt = now
         let updated = job
-        try await pool.write { db in try updated.update(db) }
+        try await write { db in try updated.update(db) }
         return updated
     }
 
@@ -322,7 +331,7 @@ public final class JobStore: Sendable {
 
     /// Records that the source file has been dealt with.
     public func markDisposed(_ job: Job, disposition: Disposition, finalPath: [UInt8]?, now: Date) async throws {
-        try await pool.write { db in
+        try await write { db in
             try db.execute(
                 sql: "UPDATE job SET disposition = ?, disposed_at = ?, final_path = ?, updated_at = ? WHERE seq = ?",
                 arguments: [disposition.rawValue, now.timeIntervalSince1970, finalPath.map { Data($0) },
@@ -335,7 +344,7 @@ public final class JobStore: Sendable {
     /// After a restart, puts jobs that were `uploading` when the daemon stopped back in the queue,
     /// due now, and returns how many there were. Their interrupted attempt is not counted.
     public func requeueInterrupted(now: Date) async throws -> Int {
-        try await pool.write { db in
+        try await write { db in
             try db.execute(
                 sql: "UPDATE job SET state = 'queued', next_attempt_at = ?, updated_at = ? WHERE state = 'uploading'",
                 arguments: [now.timeIntervalSince1970, now.timeIntervalSince1970])

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// A header field as received.
 public struct HeaderField: Sendable, Codable, Hashable {
@@ -80,8 +81,20 @@ public enum ReceiverAction: Sendable {
     case respondEarly(status: Int, headers: [HeaderField] = [], body: String = "")
     /// Read `afterBytes` of the body, then stop reading: the client's upload stalls.
     case stall(afterBytes: Int64)
+    /// Like ``stall(afterBytes:)``, then read on (and store) once `gate` opens.
+    case stallUntil(afterBytes: Int64, gate: ReceiverGate)
     /// Read `afterBytes` of the body, then close the connection without an answer.
     case disconnect(afterBytes: Int64)
+}
+
+extension ReceiverAction {
+    /// Whether the body is parsed and stored.
+    var stores: Bool {
+        switch self {
+        case .store, .stallUntil: true
+        default: false
+        }
+    }
 }
 
 /// What a plan sees of a request before deciding what to do with it.
@@ -93,5 +106,31 @@ public struct RequestInfo: Sendable {
 
     public func header(_ name: String) -> String? {
         headers.first { $0.name.lowercased() == name.lowercased() }?.value
+    }
+}
+
+/// Holds stalled requests until ``open()`` is called.
+public final class ReceiverGate: Sendable {
+    private let state = Mutex<(isOpen: Bool, waiters: [@Sendable () -> Void])>((false, []))
+
+    public init() {}
+
+    /// Releases every request waiting at this gate, and any that reach it later.
+    public func open() {
+        let waiters = state.withLock { state -> [@Sendable () -> Void] in
+            state.isOpen = true
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        for waiter in waiters { waiter() }
+    }
+
+    func whenOpen(_ action: @escaping @Sendable () -> Void) {
+        let now = state.withLock { state -> Bool in
+            if state.isOpen { return true }
+            state.waiters.append(action)
+            return false
+        }
+        if now { action() }
     }
 }

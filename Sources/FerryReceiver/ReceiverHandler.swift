@@ -18,6 +18,8 @@ final class ReceiverHandler: ChannelInboundHandler {
 
     private let core: ReceiverCore
     private var request: InFlight?
+    /// While a `stallUntil` request waits at its gate, what arrives is held here, in order.
+    private var held: [HTTPServerRequestPart]?
 
     init(core: ReceiverCore) { self.core = core }
 
@@ -34,6 +36,8 @@ final class ReceiverHandler: ChannelInboundHandler {
         var fields: [ReceivedField] = []
         var files: [ReceivedFile] = []
         var stopped = false
+        /// A `stallUntil` request whose gate has opened.
+        var released = false
         var error: String?
     }
 
@@ -96,7 +100,16 @@ final class ReceiverHandler: ChannelInboundHandler {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        switch unwrapInboundIn(data) {
+        let part = unwrapInboundIn(data)
+        if held != nil {
+            held!.append(part)
+            return
+        }
+        process(part, context: context)
+    }
+
+    private func process(_ part: HTTPServerRequestPart, context: ChannelHandlerContext) {
+        switch part {
         case .head(let head):
             begin(head, context: context)
         case .body(let buffer):
@@ -119,7 +132,7 @@ final class ReceiverHandler: ChannelInboundHandler {
         if head.headers.first(name: "Expect")?.lowercased() == "100-continue" {
             context.writeAndFlush(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: .continue))), promise: nil)
         }
-        if case .store = action {
+        if action.stores {
             let contentType = head.headers.first(name: "Content-Type") ?? ""
             let (mediaType, parameters) = HeaderParameters.parse(contentType)
             if mediaType.lowercased() == "multipart/form-data" {
@@ -145,11 +158,19 @@ final class ReceiverHandler: ChannelInboundHandler {
         var limit: Int64?
         switch request.action {
         case .stall(let after), .disconnect(let after): limit = after
+        case .stallUntil(let after, _) where !request.released: limit = after
         default: break
         }
+        var rest: ByteBuffer?
         if let limit, request.bodyBytes + Int64(buffer.readableBytes) >= limit {
-            buffer = buffer.getSlice(at: buffer.readerIndex, length: Int(max(0, limit - request.bodyBytes)))!
-            request.stopped = true
+            let keep = Int(max(0, limit - request.bodyBytes))
+            rest = buffer.getSlice(at: buffer.readerIndex + keep, length: buffer.readableBytes - keep)
+            buffer = buffer.getSlice(at: buffer.readerIndex, length: keep)!
+            if case .stallUntil = request.action {
+                request.released = true  // the rest is processed once the gate opens
+            } else {
+                request.stopped = true
+            }
         }
         request.bodyBytes += Int64(buffer.readableBytes)
         if request.error == nil {
@@ -169,6 +190,24 @@ final class ReceiverHandler: ChannelInboundHandler {
         let bodyBytes = request.bodyBytes
         core.update(request.index) { $0.bodyBytes = bodyBytes }
         self.request = request
+        if case .stallUntil(_, let gate) = request.action, let rest {
+            // Stop reading and hold whatever still arrives until the gate opens; then replay it in order.
+            held = [.body(rest)]
+            let channel = context.channel
+            let loopBound = NIOLoopBound((handler: self, context: context), eventLoop: context.eventLoop)
+            channel.setOption(ChannelOptions.autoRead, value: false).whenComplete { _ in }
+            gate.whenOpen {
+                channel.eventLoop.execute {
+                    let (handler, context) = loopBound.value
+                    let parts = handler.held ?? []
+                    handler.held = nil
+                    for part in parts { handler.process(part, context: context) }
+                    channel.setOption(ChannelOptions.autoRead, value: true).whenComplete { _ in }
+                    channel.read()
+                }
+            }
+            return
+        }
         if request.stopped {
             switch request.action {
             case .stall:
@@ -215,48 +254,55 @@ final class ReceiverHandler: ChannelInboundHandler {
         if request.stopped { return }
         switch request.action {
         case .store(let status):
-            if let sink = request.rawBody {
-                sink.finish()
-                request.files.append(ReceivedFile(
-                    fieldName: "", filenameParameter: sink.filenameParameter ?? "", filename: sink.filenameParameter ?? "",
-                    contentType: sink.contentType, size: sink.size, sha256: sink.digest, storedPath: sink.temporaryPath))
-                if let error = sink.writeError { request.error = error }
-            } else if let parser = request.parser, !parser.isComplete, request.error == nil {
-                request.error = "the multipart body ended before its close delimiter"
-            }
-            if let error = request.error {
-                for file in request.files { if let path = file.storedPath { unlink(path) } }
-                request.currentPart?.discard()
-                let files = request.files
-                core.update(request.index) {
-                    $0.error = error
-                    $0.files = files.map { var f = $0; f.storedPath = nil; return f }
-                    $0.complete = true
-                }
-                respond(status: 400, headers: [], body: Array("{\"error\":\(Self.jsonString(error))}".utf8), close: false, context: context)
-                return
-            }
-            // Give each stored file its final name.
-            for index in request.files.indices {
-                guard let temporary = request.files[index].storedPath else { continue }
-                let name = core.reserveName(for: request.files[index].filename)
-                let path = core.directory + "/" + name
-                if rename(temporary, path) == 0 { request.files[index].storedPath = path }
-            }
-            let (fields, files) = (request.fields, request.files)
-            core.update(request.index) {
-                $0.fields = fields
-                $0.files = files
-                $0.complete = true
-            }
-            respond(status: status, headers: [HeaderField(name: "Content-Type", value: "application/json")],
-                    body: Self.summary(index: request.index, files: files), close: false, context: context)
+            storeAndAnswer(&request, status: status, context: context)
         case .respond(let status, let headers, let text):
             core.update(request.index) { $0.complete = true }
             respond(status: status, headers: headers, body: Array(text.utf8), close: false, context: context)
+        case .stallUntil:
+            storeAndAnswer(&request, status: 201, context: context)
         case .respondEarly, .stall, .disconnect:
             break
         }
+    }
+
+    /// Finishes a stored request: final file names, the record, and the JSON answer (or 400).
+    private func storeAndAnswer(_ request: inout InFlight, status: Int, context: ChannelHandlerContext) {
+        if let sink = request.rawBody {
+            sink.finish()
+            request.files.append(ReceivedFile(
+                fieldName: "", filenameParameter: sink.filenameParameter ?? "", filename: sink.filenameParameter ?? "",
+                contentType: sink.contentType, size: sink.size, sha256: sink.digest, storedPath: sink.temporaryPath))
+            if let error = sink.writeError { request.error = error }
+        } else if let parser = request.parser, !parser.isComplete, request.error == nil {
+            request.error = "the multipart body ended before its close delimiter"
+        }
+        if let error = request.error {
+            for file in request.files { if let path = file.storedPath { unlink(path) } }
+            request.currentPart?.discard()
+            let files = request.files
+            core.update(request.index) {
+                $0.error = error
+                $0.files = files.map { var f = $0; f.storedPath = nil; return f }
+                $0.complete = true
+            }
+            respond(status: 400, headers: [], body: Array("{\"error\":\(Self.jsonString(error))}".utf8), close: false, context: context)
+            return
+        }
+        // Give each stored file its final name.
+        for index in request.files.indices {
+            guard let temporary = request.files[index].storedPath else { continue }
+            let name = core.reserveName(for: request.files[index].filename)
+            let path = core.directory + "/" + name
+            if rename(temporary, path) == 0 { request.files[index].storedPath = path }
+        }
+        let (fields, files) = (request.fields, request.files)
+        core.update(request.index) {
+            $0.fields = fields
+            $0.files = files
+            $0.complete = true
+        }
+        respond(status: status, headers: [HeaderField(name: "Content-Type", value: "application/json")],
+                body: Self.summary(index: request.index, files: files), close: false, context: context)
     }
 
     private func respond(status: Int, headers extra: [HeaderField], body: [UInt8], close: Bool, context: ChannelHandlerContext) {
