@@ -67,11 +67,64 @@ public struct ConfigurationLoader: Sendable {
 }
 
 extension ConfigurationLoader {
-    /// The first line holding a `\u0000` or `\U00000000` escape, if any.
+    /// The first line with a `\u0000` or `\U00000000` escape inside a basic string (`"…"` or
+    /// `"""…"""`); comments and literal strings (`'…'`), which have no escapes, are skipped.
     static func lineWithEscapedNUL(_ text: String) -> Int? {
-        for (index, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
-            let lower = line.lowercased()
-            if lower.contains("\\u0000") && !lower.contains("\\\\u0000") { return index + 1 }
+        let bytes = Array(text.utf8)
+        var line = 1
+        var index = 0
+        enum Mode { case code, comment, basic, multilineBasic, literal, multilineLiteral }
+        var mode = Mode.code
+        func at(_ offset: Int, _ literal: String) -> Bool {
+            let pattern = Array(literal.utf8)
+            return offset + pattern.count <= bytes.count && bytes[offset..<(offset + pattern.count)].elementsEqual(pattern)
+        }
+        while index < bytes.count {
+            let byte = bytes[index]
+            if byte == 0x0A {
+                line += 1
+                if mode == .comment || mode == .basic || mode == .literal { mode = .code }
+                index += 1
+                continue
+            }
+            switch mode {
+            case .code:
+                if byte == UInt8(ascii: "#") {
+                    mode = .comment
+                } else if at(index, "\"\"\"") {
+                    mode = .multilineBasic
+                    index += 2
+                } else if at(index, "'''") {
+                    mode = .multilineLiteral
+                    index += 2
+                } else if byte == UInt8(ascii: "\"") {
+                    mode = .basic
+                } else if byte == UInt8(ascii: "'") {
+                    mode = .literal
+                }
+            case .comment:
+                break
+            case .basic, .multilineBasic:
+                if byte == UInt8(ascii: "\\") {
+                    if at(index, "\\u0000") || at(index, "\\U00000000") { return line }
+                    index += 2
+                    continue
+                }
+                if mode == .basic && byte == UInt8(ascii: "\"") {
+                    mode = .code
+                } else if mode == .multilineBasic && at(index, "\"\"\"") {
+                    mode = .code
+                    index += 2
+                }
+            case .literal:
+                if byte == UInt8(ascii: "'") { mode = .code }
+            case .multilineLiteral:
+                if at(index, "'''") {
+                    mode = .code
+                    index += 2
+                }
+            }
+            index += 1
         }
         return nil
     }
@@ -113,7 +166,7 @@ final class LoadContext {
     /// Headers Ferry sets itself; configuring them would corrupt the request.
     static let reservedHeaders: Set<String> = [
         "content-type", "content-length", "transfer-encoding", "host", "connection", "idempotency-key",
-        "expect", "te", "upgrade", "keep-alive", "trailer",
+        "user-agent", "expect", "te", "upgrade", "keep-alive", "trailer",
     ]
 
     func configuration(from root: TOMLTable) -> FerryConfiguration {
@@ -359,9 +412,10 @@ final class LoadContext {
         }
     }
 
-    /// Resolves a configured path against the configuration file's directory.
+    /// Resolves a configured path against the configuration file's directory, without `.`, `..`
+    /// or doubled slashes, so paths compare as the directories they name.
     func absolutePath(_ text: String) -> String {
-        text.hasPrefix("/") ? text : baseDirectory + "/" + text
+        Self.normalized(text.hasPrefix("/") ? text : baseDirectory + "/" + text)
     }
 }
 

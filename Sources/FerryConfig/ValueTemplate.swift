@@ -1,3 +1,5 @@
+import Foundation
+
 /// A configured text value that may name secrets (`${env:NAME}`, `${file:/path}`,
 /// `${credential:NAME}`) and, in form fields, per-file placeholders (`{filename}`, `{size}`, …).
 ///
@@ -31,10 +33,22 @@ public struct ValueTemplate: Sendable, Equatable {
     public var segments: [Segment]
     /// Whether a secret went into this value: such a value is never logged or shown.
     public var containsSecret: Bool
+    /// The value as configured, with each secret shown as `***`: safe to log or write to a sidecar.
+    public var redacted: String
 
-    public init(segments: [Segment], containsSecret: Bool) {
+    public init(segments: [Segment], containsSecret: Bool, redacted: String? = nil) {
         self.segments = segments
         self.containsSecret = containsSecret
+        self.redacted = redacted ?? (containsSecret ? "***" : Self.plainText(segments))
+    }
+
+    private static func plainText(_ segments: [Segment]) -> String {
+        segments.map { segment in
+            switch segment {
+            case .literal(let text): text
+            case .placeholder(let placeholder): "{\(placeholder.rawValue)}"
+            }
+        }.joined()
     }
 
     /// A template with no placeholders and no secrets.
@@ -109,6 +123,7 @@ struct TemplateParser {
         var segments: [ValueTemplate.Segment] = []
         var literal = ""
         var containsSecret = false
+        var redacted = ""
         var rest = Substring(text)
         func flushLiteral() {
             if !literal.isEmpty { segments.append(.literal(literal)); literal = "" }
@@ -123,13 +138,16 @@ struct TemplateParser {
                 case .success(let value): literal += value
                 case .failure(let failure): return .failure(failure)
                 }
+                redacted += "***"
                 containsSecret = true
                 rest = rest[rest.index(after: close)...]
             } else if allowPlaceholders && rest.hasPrefix("{{") {
                 literal += "{"
+                redacted += "{"
                 rest = rest.dropFirst(2)
             } else if allowPlaceholders && rest.hasPrefix("}}") {
                 literal += "}"
+                redacted += "}"
                 rest = rest.dropFirst(2)
             } else if allowPlaceholders && char == "{" {
                 guard let close = rest.firstIndex(of: "}") else {
@@ -142,16 +160,18 @@ struct TemplateParser {
                 }
                 flushLiteral()
                 segments.append(.placeholder(placeholder))
+                redacted += "{\(name)}"
                 rest = rest[rest.index(after: close)...]
             } else if allowPlaceholders && char == "}" {
                 return .failure(.init("a lone \"}\" (write \"}}\" for a literal brace)"))
             } else {
                 literal.append(char)
+                redacted.append(char)
                 rest = rest.dropFirst()
             }
         }
         flushLiteral()
-        return .success(ValueTemplate(segments: segments, containsSecret: containsSecret))
+        return .success(ValueTemplate(segments: segments, containsSecret: containsSecret, redacted: redacted))
     }
 
     /// The value of `kind:argument`, with one trailing newline removed from file contents.
@@ -213,4 +233,17 @@ struct TemplateParser {
 struct TemplateFailure: Error {
     var message: String
     init(_ message: String) { self.message = message }
+}
+
+extension ValueTemplate {
+    /// The URL with secrets shown as `***` and without query, fragment or credentials: safe to log
+    /// and to write into sidecars.
+    public var redactedURL: String {
+        guard var components = URLComponents(string: redacted) else { return "(URL not shown: it holds a secret)" }
+        components.query = nil
+        components.fragment = nil
+        components.user = nil
+        components.password = nil
+        return components.string ?? "(URL not shown: it holds a secret)"
+    }
 }

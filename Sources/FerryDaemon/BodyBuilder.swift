@@ -27,13 +27,15 @@ struct BodyBuilder: Sendable {
     func path(for job: Job) -> String { "\(directory)/\(job.id.rawValue).body" }
 
     /// Builds the body from `source`, which must be the open file of version `status`.
-    func build(job: Job, source: FileDescriptor, status: FileStatus, spool: SpoolConfiguration) throws(MultipartError) -> BuiltBody {
+    func build(
+        job: Job, source: FileDescriptor, status: FileStatus, spool: SpoolConfiguration, isCancelled: () -> Bool = { false }
+    ) throws(MultipartError) -> BuiltBody {
         let filename = job.baseName
         let identity = FileIdentity(status)
         var parts: [MultipartPart] = []
         if !spool.fields.isEmpty {
             let needsDigest = spool.fields.contains { $0.value.placeholders.contains(.sha256) }
-            let digest = needsDigest ? try Self.sha256(of: source, length: status.size, path: job.displayPath) : ""
+            let digest = needsDigest ? try Self.sha256(of: source, length: status.size, path: job.displayPath, isCancelled: isCancelled) : ""
             for field in spool.fields {
                 let value = field.value.render { placeholder in
                     switch placeholder {
@@ -55,7 +57,7 @@ struct BodyBuilder: Sendable {
         let body = try MultipartBody(boundary: try MultipartBoundary(job.boundary), parts: parts)
         let path = path(for: job)
         unlink(path)  // a body of an earlier version, if any
-        let written = try body.writeFile(at: FilePath(path))
+        let written = try body.writeFile(at: FilePath(path), isCancelled: isCancelled)
         precondition(written == body.contentLength, "multipart body length mismatch")
         return BuiltBody(path: path, contentLength: body.contentLength, contentType: body.contentType, identity: identity)
     }
@@ -65,11 +67,12 @@ struct BodyBuilder: Sendable {
         unlink(path(for: job))
     }
 
-    static func sha256(of source: FileDescriptor, length: Int64, path: String) throws(MultipartError) -> String {
+    static func sha256(of source: FileDescriptor, length: Int64, path: String, isCancelled: () -> Bool) throws(MultipartError) -> String {
         var hasher = SHA256()
         var buffer = [UInt8](repeating: 0, count: 1 << 20)
         var offset: Int64 = 0
         while offset < length {
+            if isCancelled() { throw .cancelled }
             let want = Int(min(Int64(buffer.count), length - offset))
             let count = buffer.withUnsafeMutableBytes { pread(source.rawValue, $0.baseAddress, want, off_t(offset)) }
             if count < 0 {

@@ -42,7 +42,11 @@ struct Disposer: Sendable {
             if job.state == .done {
                 result = try applyAfterUpload(job, spool: spool, files: files, expected: expected)
             } else {
-                result = try await moveAside(job, spool: spool, files: files, expected: expected)
+                let attempts = (try? await store.attempts(of: job)) ?? []
+                let report = FailureReport(job: job, spool: spool, attempts: attempts)
+                let target = SpoolFiles.MoveTarget(
+                    directory: spool.failedDirectory, subdirectories: job.subdirectories, sidecar: report.encoded())
+                result = Self.result(of: try files.move(job.relativePath, ifSameVersionAs: expected, to: target, token: job.id.rawValue), moved: .moved)
             }
         } catch {
             log.error("cannot dispose of the file; will try again", metadata: ["error": "\(error)"])
@@ -72,25 +76,17 @@ struct Disposer: Sendable {
     private func applyAfterUpload(_ job: Job, spool: SpoolConfiguration, files: SpoolFiles, expected: FileStatus) throws(SystemError) -> Result {
         switch spool.afterUpload {
         case .keep:
+            // Left in place; a version written meanwhile is queued again.
+            if let current = files.status(job.relativePath), !current.isSameVersion(as: expected) {
+                return Result(disposition: .left)
+            }
             return Result(disposition: .kept)
         case .delete:
-            return Self.result(of: try files.remove(job.relativePath, ifSameVersionAs: expected), moved: .deleted)
+            return Self.result(of: try files.remove(job.relativePath, ifSameVersionAs: expected, token: job.id.rawValue), moved: .deleted)
         case .move:
-            let destination = Self.destination(spool.sentDirectory, for: job)
-            return Self.result(of: try files.move(job.relativePath, ifSameVersionAs: expected, to: destination), moved: .moved)
+            let target = SpoolFiles.MoveTarget(directory: spool.sentDirectory, subdirectories: job.subdirectories)
+            return Self.result(of: try files.move(job.relativePath, ifSameVersionAs: expected, to: target, token: job.id.rawValue), moved: .moved)
         }
-    }
-
-    private func moveAside(_ job: Job, spool: SpoolConfiguration, files: SpoolFiles, expected: FileStatus) async throws(SystemError) -> Result {
-        let destination = Self.destination(spool.failedDirectory, for: job)
-        let outcome = try files.move(job.relativePath, ifSameVersionAs: expected, to: destination)
-        let result = Self.result(of: outcome, moved: .moved)
-        if let finalPath = result.finalPath {
-            let attempts = (try? await store.attempts(of: job)) ?? []
-            let report = FailureReport(job: job, spool: spool, attempts: attempts, movedTo: finalPath)
-            try report.write(besides: finalPath)
-        }
-        return result
     }
 
     private static func result(of outcome: SpoolFiles.Outcome, moved: JobStore.Disposition) -> Result {
@@ -100,12 +96,12 @@ struct Disposer: Sendable {
         case .changed: Result(disposition: .left)
         }
     }
+}
 
-    /// `directory` plus the job's subdirectories within its spool (for recursive spools).
-    static func destination(_ directory: String, for job: Job) -> String {
-        let components = job.relativePath.split(separator: UInt8(ascii: "/")).dropLast()
-        guard !components.isEmpty else { return directory }
-        return directory + "/" + components.map { String(decoding: $0, as: UTF8.self) }.joined(separator: "/")
+extension Job {
+    /// The directories between the spool and the file (recursive spools), as raw names.
+    var subdirectories: [[UInt8]] {
+        relativePath.split(separator: UInt8(ascii: "/")).dropLast().map(Array.init)
     }
 }
 
@@ -139,16 +135,14 @@ struct FailureReport: Encodable {
     var responseExcerpt: String?
     var responseExcerptEncoding: String?
     var attempts: [AttemptEntry]
-    var movedTo: String
 
     enum CodingKeys: String, CodingKey {
         case job, spool, file, size, url, reason, status, attempts
         case failedAt = "failed_at", responseContentType = "response_content_type",
-             responseExcerpt = "response_excerpt", responseExcerptEncoding = "response_excerpt_encoding",
-             movedTo = "moved_to"
+             responseExcerpt = "response_excerpt", responseExcerptEncoding = "response_excerpt_encoding"
     }
 
-    init(job: Job, spool: SpoolConfiguration, attempts: [Attempt], movedTo: String) {
+    init(job: Job, spool: SpoolConfiguration, attempts: [Attempt]) {
         self.job = job.id.rawValue
         self.spool = job.spool
         file = job.displayPath
@@ -174,26 +168,13 @@ struct FailureReport: Encodable {
                 durationMs: Int(attempt.duration * 1000), status: attempt.httpStatus, error: attempt.error,
                 bytesSent: attempt.bytesSent, outcome: attempt.outcome.rawValue)
         }
-        self.movedTo = movedTo
     }
 
-    /// Writes the report to `<path>.error.json`, atomically (temporary file, fsync, rename).
-    func write(besides path: String) throws(SystemError) {
+    /// The report as pretty-printed JSON (it contains the job id, which identifies it as this job's).
+    func encoded() -> [UInt8] {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-        let data = (try? encoder.encode(self)) ?? Data("{}".utf8)
-        let target = path + ".error.json"
-        let temporary = target + ".partial"
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0o640)
-        guard fd >= 0 else { throw .current("create", temporary) }
-        defer { close(fd) }
-        let bytes = [UInt8](data) + [0x0A]
-        if let failure = bytes.withUnsafeBytes({ FileCopier.writeAll($0, to: .init(rawValue: fd), at: 0) }) {
-            unlink(temporary)
-            throw SystemError(operation: "write", path: temporary, code: failure)
-        }
-        _ = fsync(fd)
-        guard rename(temporary, target) == 0 else { throw .current("rename", temporary) }
+        return [UInt8]((try? encoder.encode(self)) ?? Data("{\"job\":\"\(job)\"}".utf8)) + [0x0A]
     }
 }
 
@@ -207,17 +188,5 @@ extension FileIdentity {
         st.st_mtim = timespec(tv_sec: Int(modificationTime / 1_000_000_000), tv_nsec: Int(modificationTime % 1_000_000_000))
         st.st_mode = S_IFREG
         return FileStatus(st)
-    }
-}
-
-extension ValueTemplate {
-    /// The URL without query, fragment or credentials, safe to log and to write into sidecars.
-    public var redactedURL: String {
-        guard var components = URLComponents(string: text) else { return "(invalid URL)" }
-        components.query = nil
-        components.fragment = nil
-        components.user = nil
-        components.password = nil
-        return components.string ?? "(invalid URL)"
     }
 }

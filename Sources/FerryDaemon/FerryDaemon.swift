@@ -72,8 +72,9 @@ public final class FerryDaemon: Service, Sendable {
 
         let intake = Intake(store: store, logger: logger)
         let runtimes = spools
+        let io = BlockingIO(threads: configuration.maxConcurrentUploads)
         let pipeline = JobPipeline(
-            store: store, bodies: BodyBuilder(directory: state.bodiesPath), spools: runtimes, logger: logger,
+            store: store, bodies: BodyBuilder(directory: state.bodiesPath), spools: runtimes, logger: logger, io: io,
             requeue: { spool, path in
                 guard let runtime = runtimes[spool], let status = runtime.files.status(path), status.kind == .regular else { return }
                 await intake.submit(spool: spool, files: [SpoolFile(relativePath: path, status: status)])
@@ -115,6 +116,7 @@ public final class FerryDaemon: Service, Sendable {
             self.logger.notice("shutting down: no new uploads will start")
             self.scheduler.withLock { $0 }?.beginShutdown()
         }
+        await io.shutdown()
         logger.info("stopped")
     }
 }
@@ -175,21 +177,16 @@ final class Chores: Sendable {
         if due { await finishPendingDispositions() }
     }
 
-    /// Applies the disposition of every final job whose file was not dealt with yet.
+    /// Applies the disposition of every final job whose file was not dealt with yet, except those a
+    /// pipeline is still handling, a page at a time.
     func finishPendingDispositions() async {
-        var skipped = Set<Int64>()
+        var after: Int64 = 0
         while true {
-            guard let jobs = try? await store.pendingDispositions(limit: 256 + skipped.count) else { return }
-            let todo = jobs.filter { !skipped.contains($0.sequence ?? -1) }
-            if todo.isEmpty { return }
-            for job in todo {
-                guard let spool = pipeline.spools[job.spool] else {
-                    skipped.insert(job.sequence ?? -1)
-                    continue
-                }
-                if await pipeline.disposer.dispose(job, spool: spool.configuration, files: spool.files) == nil {
-                    skipped.insert(job.sequence ?? -1)
-                } else if job.state == .done {
+            guard let jobs = try? await store.pendingDispositions(after: after, limit: 64), let last = jobs.last else { return }
+            after = last.sequence ?? after
+            for job in jobs where !pipeline.isActive(job) {
+                guard let spool = pipeline.spools[job.spool] else { continue }
+                if await pipeline.disposer.dispose(job, spool: spool.configuration, files: spool.files) != nil {
                     pipeline.bodies.remove(for: job)
                 }
             }

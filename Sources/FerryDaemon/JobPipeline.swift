@@ -40,23 +40,29 @@ struct SpoolRuntime: Sendable {
 /// either the file in the spool or the success on record (and the file is finished at next start).
 final class JobPipeline: Sendable {
     let store: JobStore
+    /// Writes outcomes, retrying while the database cannot be written.
+    let records: OutcomeRecorder
     let bodies: BodyBuilder
     let disposer: Disposer
     let spools: [String: SpoolRuntime]
     let logger: Logger
     /// Re-queues a path whose file changed after its upload (set by the daemon).
     let requeue: @Sendable (String, [UInt8]) async -> Void
-    /// Bodies built this run, reused by retries while the source is unchanged.
-    private let builtBodies = Mutex<[JobID: BuiltBody]>([:])
+    /// Runs body builds off the concurrency pool.
+    let io: BlockingIO
+    /// Jobs being processed right now; the periodic chores leave them alone.
+    private let active = Mutex<Set<Int64>>([])
 
     /// The longest `Retry-After` honoured.
     static let retryAfterLimit = Duration.seconds(86_400)
 
     init(
-        store: JobStore, bodies: BodyBuilder, spools: [String: SpoolRuntime], logger: Logger,
+        store: JobStore, bodies: BodyBuilder, spools: [String: SpoolRuntime], logger: Logger, io: BlockingIO,
         requeue: @escaping @Sendable (String, [UInt8]) async -> Void
     ) {
+        self.io = io
         self.store = store
+        self.records = OutcomeRecorder(store: store, logger: logger)
         self.bodies = bodies
         self.disposer = Disposer(store: store, logger: logger)
         self.spools = spools
@@ -64,8 +70,16 @@ final class JobPipeline: Sendable {
         self.requeue = requeue
     }
 
+    /// Whether the job is being processed right now.
+    func isActive(_ job: Job) -> Bool {
+        active.withLock { $0.contains(job.sequence ?? -1) }
+    }
+
     /// Processes one job that the scheduler moved to `uploading`.
     func process(_ job: Job) async {
+        let sequence = job.sequence ?? -1
+        active.withLock { _ = $0.insert(sequence) }
+        defer { active.withLock { _ = $0.remove(sequence) } }
         var log = logger
         log[metadataKey: "job"] = "\(job.id)"
         log[metadataKey: "spool"] = "\(job.spool)"
@@ -82,7 +96,7 @@ final class JobPipeline: Sendable {
     private func run(_ job: Job, log: Logger) async throws {
         let startedAt = Date()
         guard let spool = spools[job.spool] else {
-            try await store.finish(job, startedAt: startedAt, now: Date(), bytesSent: 0, transition: .interrupted(
+            try await records.finish(job, startedAt: startedAt, now: Date(), bytesSent: 0, transition: .interrupted(
                 at: Date().addingTimeInterval(300), reason: "spool \"\(job.spool)\" is not in the configuration"))
             log.warning("the job's spool is no longer configured; it waits until the spool returns")
             return
@@ -90,19 +104,37 @@ final class JobPipeline: Sendable {
 
         // 1. Spool → body.
         let body: BuiltBody
-        switch prepareBody(job, spool: spool) {
+        let prepared: PreparedBody
+        do {
+            prepared = try await io.run { flag in self.prepareBody(job, spool: spool, isCancelled: { flag.isCancelled }) }
+        } catch {
+            prepared = .interrupted
+        }
+        switch prepared {
         case .ready(let built):
             body = built
+        case .interrupted:
+            try await records.finish(job, startedAt: startedAt, now: Date(), bytesSent: 0,
+                                   transition: .interrupted(at: Date(), reason: "interrupted by shutdown"))
+            bodies.remove(for: job)
+            return
         case .changed(let identity):
+            let deadline = job.createdAt.addingTimeInterval(spool.configuration.retry.maxAge.seconds)
+            if Date() >= deadline {
+                let failed = try await records.fail(job, now: Date(), error: "gave up: the file kept changing for max_age (\(DurationParser.format(spool.configuration.retry.maxAge)))")
+                log.error("giving up on a file that never stops changing")
+                await disposer.dispose(failed, spool: spool.configuration, files: spool.files)
+                return
+            }
             // Written again since it was queued: upload the new version once it has settled.
-            let updated = try await store.updateIdentity(job, to: identity, now: Date())
+            let updated = try await records.updateIdentity(job, to: identity, now: Date())
             let settle = spool.configuration.settle
-            try await store.finish(updated, startedAt: startedAt, now: Date(), bytesSent: 0, transition: .interrupted(
+            try await records.finish(updated, startedAt: startedAt, now: Date(), bytesSent: 0, transition: .interrupted(
                 at: Date().addingTimeInterval(settle.seconds), reason: "the file changed; waiting for it to settle"))
             log.info("the file changed since it was queued; will upload the new version once it settles")
             return
         case .gone(let reason):
-            let failed = try await store.fail(job, now: Date(), error: reason)
+            let failed = try await records.fail(job, now: Date(), error: reason)
             log.warning("cannot upload the file", metadata: ["reason": "\(reason)"])
             await disposer.dispose(failed, spool: spool.configuration, files: spool.files)
             return
@@ -125,7 +157,7 @@ final class JobPipeline: Sendable {
             let retryAfter = headers.first { $0.name.lowercased() == "retry-after" }?.value
             switch RetryRules.verdict(status: status, retryAfter: retryAfter) {
             case .success:
-                let done = try await store.finish(job, startedAt: startedAt, now: Date(), bytesSent: bytesSent,
+                let done = try await records.finish(job, startedAt: startedAt, now: Date(), bytesSent: bytesSent,
                                                   transition: .succeeded(status: status, body: responseBody, contentType: contentType))
                 log.info("uploaded", metadata: [
                     "status": "\(status)", "bytes": "\(job.identity.size)",
@@ -142,7 +174,7 @@ final class JobPipeline: Sendable {
                                         body: responseBody, contentType: contentType, notBefore: notBefore, log: log)
             case .permanent:
                 let error = "server answered \(status) \(Self.reason(status))"
-                let failed = try await store.finish(job, startedAt: startedAt, now: Date(), bytesSent: bytesSent, transition: .failed(
+                let failed = try await records.finish(job, startedAt: startedAt, now: Date(), bytesSent: bytesSent, transition: .failed(
                     error: error, status: status, body: responseBody, contentType: contentType))
                 log.error("upload rejected; not retrying", metadata: ["status": "\(status)"])
                 forgetBody(of: job)
@@ -152,7 +184,7 @@ final class JobPipeline: Sendable {
             try await retryOrGiveUp(job, spool: spool, startedAt: startedAt, bytesSent: bytesSent, error: failure.message,
                                     status: nil, body: nil, contentType: nil, notBefore: nil, log: log)
         case .cancelled(let bytesSent):
-            try await store.finish(job, startedAt: startedAt, now: Date(), bytesSent: bytesSent,
+            try await records.finish(job, startedAt: startedAt, now: Date(), bytesSent: bytesSent,
                                    transition: .interrupted(at: Date(), reason: "interrupted by shutdown"))
             forgetBody(of: job)
             log.notice("upload interrupted by shutdown; it stays queued")
@@ -175,7 +207,7 @@ final class JobPipeline: Sendable {
             giveUp = "gave up: not delivered within max_age (\(DurationParser.format(policy.maxAge))): \(error)"
         }
         if let giveUp {
-            let failed = try await store.finish(job, startedAt: startedAt, now: now, bytesSent: bytesSent, transition: .failed(
+            let failed = try await records.finish(job, startedAt: startedAt, now: now, bytesSent: bytesSent, transition: .failed(
                 error: giveUp, status: status, body: body, contentType: contentType))
             log.error("giving up on the file", metadata: ["reason": "\(giveUp)"])
             forgetBody(of: job)
@@ -183,9 +215,24 @@ final class JobPipeline: Sendable {
             return
         }
         var delay = spool.backoff.delay(forRetry: job.attempts)
-        if let notBefore { delay = max(delay, min(notBefore, Self.retryAfterLimit)) }
+        if let notBefore {
+            let asked = min(notBefore, Self.retryAfterLimit)
+            if now.addingTimeInterval(asked.seconds) > deadline {
+                // The server asks us to wait past the file's max_age: give up now rather than early.
+                let reason = "gave up: the server asked to retry after \(DurationParser.format(asked)), past max_age: \(error)"
+                let failed = try await records.finish(job, startedAt: startedAt, now: now, bytesSent: bytesSent, transition: .failed(
+                    error: reason, status: status, body: body, contentType: contentType))
+                log.error("giving up on the file", metadata: ["reason": "\(reason)"])
+                forgetBody(of: job)
+                await disposer.dispose(failed, spool: spool.configuration, files: spool.files)
+                return
+            }
+            delay = max(delay, asked)
+        }
         let next = min(now.addingTimeInterval(delay.seconds), deadline)
-        try await store.finish(job, startedAt: startedAt, now: now, bytesSent: bytesSent, transition: .retry(
+        // The body is rebuilt for the next attempt: retrying jobs keep no copy of their file.
+        forgetBody(of: job)
+        try await records.finish(job, startedAt: startedAt, now: now, bytesSent: bytesSent, transition: .retry(
             at: next, error: error, status: status, body: body, contentType: contentType))
         log.warning("upload attempt failed; will retry", metadata: [
             "error": "\(error)", "attempt": "\(attemptsMade)", "retry_in_ms": "\(Int(next.timeIntervalSince(now) * 1000))",
@@ -194,8 +241,10 @@ final class JobPipeline: Sendable {
 
     // MARK: Body
 
-    enum PreparedBody {
+    enum PreparedBody: Sendable {
         case ready(BuiltBody)
+        /// Shutdown cut the build short.
+        case interrupted
         /// The file is now a different version than the job names.
         case changed(FileIdentity)
         /// The file cannot be uploaded at all (gone, a symlink, not a regular file, unreadable).
@@ -204,13 +253,9 @@ final class JobPipeline: Sendable {
         case localFailure(String)
     }
 
-    /// Opens the source and builds its body, or reuses the body built for this version by an earlier attempt.
-    func prepareBody(_ job: Job, spool: SpoolRuntime) -> PreparedBody {
-        if let built = builtBodies.withLock({ $0[job.id] }),
-           let current = spool.files.status(job.relativePath), current.matches(built.identity),
-           FileManager.default.fileExists(atPath: built.path) {
-            return .ready(built)
-        }
+    /// Opens the source and builds its body file, right before it is sent, so the body always
+    /// matches the file as it is now. Blocking: runs on the ``BlockingIO`` pool.
+    func prepareBody(_ job: Job, spool: SpoolRuntime, isCancelled: () -> Bool) -> PreparedBody {
         let source: (descriptor: FileDescriptorBox, status: FileStatus)
         do {
             let (descriptor, status) = try spool.files.open(job.relativePath)
@@ -228,10 +273,13 @@ final class JobPipeline: Sendable {
         guard source.status.matches(job.identity) else { return .changed(FileIdentity(source.status)) }
         let built: BuiltBody
         do {
-            built = try bodies.build(job: job, source: source.descriptor.descriptor, status: source.status, spool: spool.configuration)
+            built = try bodies.build(job: job, source: source.descriptor.descriptor, status: source.status,
+                                     spool: spool.configuration, isCancelled: isCancelled)
         } catch {
             bodies.remove(for: job)
             switch error {
+            case .cancelled:
+                return .interrupted
             case .sourceChanged:
                 return .changed(spool.files.status(job.relativePath).map(FileIdentity.init) ?? job.identity)
             default:
@@ -243,12 +291,10 @@ final class JobPipeline: Sendable {
             bodies.remove(for: job)
             return .changed(FileIdentity(after))
         }
-        builtBodies.withLock { $0[job.id] = built }
         return .ready(built)
     }
 
     private func forgetBody(of job: Job) {
-        builtBodies.withLock { $0[job.id] = nil }
         bodies.remove(for: job)
     }
 

@@ -55,7 +55,7 @@ public struct MultipartBody: Sendable {
     ///   than planned, ``MultipartError/io(operation:path:errno:)`` if a write fails (e.g. `ENOSPC`).
     @discardableResult
     public func write(
-        to output: FileDescriptor, path: String, copier: FileCopier = .automatic
+        to output: FileDescriptor, path: String, copier: FileCopier = .automatic, isCancelled: () -> Bool = { false }
     ) throws(MultipartError) -> Int64 {
         var offset: Int64 = 0
         var pending: [UInt8] = []  // framing bytes not yet written, coalesced into one write
@@ -76,9 +76,11 @@ public struct MultipartBody: Sendable {
             case .file(let source, let length):
                 try flush()
                 do {
-                    try copier.copy(from: source, length: length, to: output, at: offset)
+                    try copier.copy(from: source, length: length, to: output, at: offset, isCancelled: isCancelled)
                 } catch {
                     switch error {
+                    case .cancelled:
+                        throw .cancelled
                     case .sourceShort(let expected, let actual):
                         throw .sourceChanged(expected: expected, actual: actual)
                     case .io(let reading, let code):
@@ -98,7 +100,9 @@ public struct MultipartBody: Sendable {
     /// file (or a symlink planted there) is never written through. On failure the partial file is removed.
     /// - Returns: the number of bytes written, equal to ``contentLength``.
     @discardableResult
-    public func writeFile(at path: FilePath, copier: FileCopier = .automatic) throws(MultipartError) -> Int64 {
+    public func writeFile(
+        at path: FilePath, copier: FileCopier = .automatic, isCancelled: () -> Bool = { false }
+    ) throws(MultipartError) -> Int64 {
         let descriptor: FileDescriptor
         do {
             descriptor = try FileDescriptor.open(
@@ -113,7 +117,7 @@ public struct MultipartBody: Sendable {
             if fchmod(descriptor.rawValue, 0o600) != 0 {
                 throw .io(operation: "chmod", path: path.string, errno: errno)
             }
-            return try write(to: descriptor, path: path.string, copier: copier)
+            return try write(to: descriptor, path: path.string, copier: copier, isCancelled: isCancelled)
         } catch {
             unlink(path.string)
             throw error

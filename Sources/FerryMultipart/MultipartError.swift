@@ -10,6 +10,8 @@ public enum MultipartError: Error, Sendable, Equatable, CustomStringConvertible 
     case sourceChanged(expected: Int64, actual: Int64)
     /// A system call failed while writing the body.
     case io(operation: String, path: String, errno: Int32)
+    /// Writing stopped because the caller asked (shutdown).
+    case cancelled
 
     public var description: String {
         switch self {
@@ -21,6 +23,8 @@ public enum MultipartError: Error, Sendable, Equatable, CustomStringConvertible 
             return "the source file changed while it was being copied (expected \(expected) bytes, found \(actual))"
         case .io(let operation, let path, let code):
             return "\(operation) \(path): \(systemErrorMessage(code))"
+        case .cancelled:
+            return "stopped by shutdown"
         }
     }
 }

@@ -39,11 +39,15 @@ public final class JobStore: Sendable {
             if check != ["ok"] {
                 throw QueueError.corrupt(path: path, details: check.prefix(3).joined(separator: "; "))
             }
-            try Self.migrator.migrate(pool)
-        } catch {
-            if let error = error as? DatabaseError, error.message?.contains("unknown migration") == true {
-                throw .newerSchema(path: path, migration: error.message ?? "")
+            let migrator = Self.migrator
+            let unknown = try pool.read { db in
+                try migrator.hasBeenSuperseded(db)
+                    ? try migrator.appliedIdentifiers(db).subtracting(migrator.migrations).sorted().first
+                    : nil
             }
+            if let unknown { throw QueueError.newerSchema(path: path, migration: unknown) }
+            try migrator.migrate(pool)
+        } catch {
             throw QueueError.classify(error, path: path)
         }
     }
@@ -112,6 +116,13 @@ public final class JobStore: Sendable {
     private func write<T: Sendable>(_ updates: @escaping @Sendable (Database) throws -> T) async throws -> T {
         let pool = self.pool
         return try await Task.detached { try await pool.write(updates) }.value
+    }
+
+    /// A read that a cancelled caller still completes (a sidecar written during shutdown still lists
+    /// the attempts).
+    private func read<T: Sendable>(_ value: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        let pool = self.pool
+        return try await Task.detached { try await pool.read(value) }.value
     }
 
     // MARK: - Intake
@@ -352,12 +363,13 @@ public final class JobStore: Sendable {
         }
     }
 
-    /// Jobs in a final state whose source file has not been dealt with yet, oldest first.
-    public func pendingDispositions(limit: Int) async throws -> [Job] {
-        try await pool.read { db in
+    /// Jobs in a final state whose source file has not been dealt with yet, oldest first, from the
+    /// one after sequence number `after`.
+    public func pendingDispositions(after: Int64 = 0, limit: Int) async throws -> [Job] {
+        try await read { db in
             try Job.fetchAll(db, sql: """
-                SELECT * FROM job WHERE disposed_at IS NULL AND state IN ('done', 'failed') ORDER BY seq LIMIT ?
-                """, arguments: [limit])
+                SELECT * FROM job WHERE disposed_at IS NULL AND state IN ('done', 'failed') AND seq > ? ORDER BY seq LIMIT ?
+                """, arguments: [after, limit])
         }
     }
 
@@ -385,7 +397,7 @@ public final class JobStore: Sendable {
 
     /// The attempts made for a job, oldest first.
     public func attempts(of job: Job) async throws -> [Attempt] {
-        try await pool.read { db in
+        try await read { db in
             try Attempt.fetchAll(db, sql: "SELECT * FROM attempt WHERE job_seq = ? ORDER BY seq", arguments: [job.sequence])
         }
     }

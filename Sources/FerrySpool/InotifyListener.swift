@@ -24,6 +24,8 @@ final class InotifyListener: @unchecked Sendable {
     let descriptor: Int32
     private let wakePipe: (read: Int32, write: Int32)
     private var thread: Thread?
+    /// Signalled by the thread as it ends, so the descriptors are closed only after it stopped using them.
+    private let finished = DispatchSemaphore(value: 0)
 
     init() throws(SystemError) {
         let fd = cferry_inotify_init()
@@ -67,7 +69,9 @@ final class InotifyListener: @unchecked Sendable {
     func start(onEvents: @escaping @Sendable ([InotifyEvent]) -> Void) {
         let fd = descriptor
         let wake = wakePipe.read
+        let finished = self.finished
         let thread = Thread {
+            defer { finished.signal() }
             var buffer = [UInt8](repeating: 0, count: 64 * 1024)
             var fds = [pollfd(fd: fd, events: Int16(POLLIN), revents: 0), pollfd(fd: wake, events: Int16(POLLIN), revents: 0)]
             while true {
@@ -93,10 +97,13 @@ final class InotifyListener: @unchecked Sendable {
         thread.start()
     }
 
-    /// Wakes the thread and lets it end.
+    /// Wakes the thread and waits for it to end.
     func stop() {
+        guard thread != nil else { return }
         var byte: UInt8 = 1
         _ = write(wakePipe.write, &byte, 1)
+        finished.wait()
+        thread = nil
     }
 
     /// Splits a `read(2)` of an inotify descriptor into events.

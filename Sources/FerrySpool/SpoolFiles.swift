@@ -29,9 +29,15 @@ public enum SourceOpenError: Error, Sendable, CustomStringConvertible {
     }
 }
 
-/// The file operations the pipeline performs on a spool's files, each anchored at the spool
-/// directory and refusing symlinks at every path component, and each checking that the file is
-/// still the version that was uploaded before it deletes or moves it.
+/// The file operations the pipeline performs on a spool's files.
+///
+/// Every path is reached from the spool directory with `O_NOFOLLOW` at each component, so a symlink
+/// planted by a producer (in place of a subdirectory, or of `.sent`/`.failed`) never redirects Ferry.
+/// Deleting and moving first *claim* the file — rename it to a private dot-name in the same directory,
+/// then check the claimed file is the version that was uploaded — so a newer version renamed into
+/// place at the last moment is never deleted or moved unsent: it is put back and queued again.
+/// Each operation is idempotent, keyed by a token (the job id), so one interrupted by a crash can
+/// simply be run again.
 public struct SpoolFiles: Sendable {
     /// The spool directory.
     public let directory: String
@@ -74,71 +80,173 @@ public struct SpoolFiles: Sendable {
     public enum Outcome: Sendable, Equatable {
         /// Deleted, or moved to the returned path.
         case done(finalPath: String?)
-        /// Not there any more.
+        /// Not there any more (and not found where a previous run would have put it).
         case missing
-        /// A different version is there now; it was left alone.
+        /// A different version is there now; it was left (or put back) in the spool.
         case changed
     }
 
-    /// Deletes the file if it is still `expected`.
-    public func remove(_ relativePath: [UInt8], ifSameVersionAs expected: FileStatus) throws(SystemError) -> Outcome {
-        let root = try DirectoryHandle.open(directory)
-        let parent: DirectoryHandle
-        let name: [UInt8]
-        do {
-            (parent, name) = try root.openParent(of: relativePath)
-        } catch where error.code == ENOENT || error.code == ENOTDIR {
-            return .missing
-        }
-        guard let current = parent.status(of: name) else {
-            if errno == ENOENT { return .missing }
-            throw .current("stat", parent.childPath(name))
-        }
-        guard current.isSameVersion(as: expected) else { return .changed }
-        do {
-            try parent.unlink(name)
-        } catch where error.code == ENOENT {
-            return .missing
-        }
-        return .done(finalPath: nil)
+    /// The private name a file is claimed under while it is deleted or moved.
+    static func claimName(_ token: String) -> [UInt8] { Array(".ferry-claim-\(token)".utf8) }
+
+    /// The result of claiming a file.
+    private enum Claim {
+        case claimed(DirectoryHandle, [UInt8])
+        case missing(DirectoryHandle?)
+        case changed
     }
 
-    /// Moves the file into `destination` (created if needed) if it is still `expected`, keeping its
-    /// name; if that name is taken there, `name.1.ext`, `name.2.ext`, … is used. Never replaces a
-    /// file. Works across filesystems (copy, `fsync`, then delete).
-    public func move(
-        _ relativePath: [UInt8], ifSameVersionAs expected: FileStatus, to destination: String
-    ) throws(SystemError) -> Outcome {
+    /// Renames the file to its private claim name and checks it is `expected`. A claim left by an
+    /// interrupted earlier run is picked up again.
+    private func claim(_ relativePath: [UInt8], expected: FileStatus, token: String) throws(SystemError) -> Claim {
         let root = try DirectoryHandle.open(directory)
         let parent: DirectoryHandle
         let name: [UInt8]
         do {
             (parent, name) = try root.openParent(of: relativePath)
         } catch where error.code == ENOENT || error.code == ENOTDIR {
-            return .missing
+            return .missing(nil)
+        }
+        let claimed = Self.claimName(token)
+        if let earlier = parent.status(of: claimed) {
+            if earlier.isSameVersion(as: expected) { return .claimed(parent, claimed) }
+            try restore(claimed, in: parent, as: name)
         }
         guard let current = parent.status(of: name) else {
-            if errno == ENOENT { return .missing }
+            if errno == ENOENT { return .missing(parent) }
             throw .current("stat", parent.childPath(name))
         }
-        guard current.isSameVersion(as: expected), current.kind == .regular else { return .changed }
-        try makeDirectories(destination)
-        let target = try DirectoryHandle.open(destination)
+        guard current.kind == .regular, current.isSameVersion(as: expected) else { return .changed }
+        do {
+            try parent.renameNoReplace(name, to: parent, as: claimed)
+        } catch where error.code == ENOENT {
+            return .missing(parent)
+        }
+        // Between the check and the rename a newer version may have been renamed over the name.
+        guard let taken = parent.status(of: claimed), taken.isSameVersion(as: expected) else {
+            try restore(claimed, in: parent, as: name)
+            return .changed
+        }
+        return .claimed(parent, claimed)
+    }
+
+    /// Puts a claimed file that turned out to be another version back under its name (or, if that
+    /// name is taken again, a free `name.N.ext`), where the watcher finds it and queues it.
+    private func restore(_ claimed: [UInt8], in parent: DirectoryHandle, as name: [UInt8]) throws(SystemError) {
         for candidate in Self.candidateNames(for: name) {
             do {
-                try parent.renameNoReplace(name, to: target, as: candidate)
-                target.sync()
-                parent.sync()
-                return .done(finalPath: target.childPath(candidate))
+                try parent.renameNoReplace(claimed, to: parent, as: candidate)
+                return
             } catch where error.code == EEXIST {
                 continue
-            } catch where error.code == EXDEV {
-                return try copyAcross(name, from: parent, expected: expected, to: target)
-            } catch where error.code == ENOENT {
-                return .missing
             }
         }
-        throw SystemError(operation: "move", path: parent.childPath(name), code: EEXIST)
+    }
+
+    /// Deletes the file if it is still `expected`.
+    public func remove(_ relativePath: [UInt8], ifSameVersionAs expected: FileStatus, token: String) throws(SystemError) -> Outcome {
+        switch try claim(relativePath, expected: expected, token: token) {
+        case .missing: return .missing
+        case .changed: return .changed
+        case .claimed(let parent, let claimed):
+            do {
+                try parent.unlink(claimed)
+            } catch where error.code == ENOENT {}
+            return .done(finalPath: nil)
+        }
+    }
+
+    /// Where a moved file goes, and what is written beside it.
+    public struct MoveTarget: Sendable {
+        /// The destination directory (created if missing). If it lies inside the spool it is reached
+        /// from the spool directory without following symlinks.
+        public var directory: String
+        /// Subdirectories below `directory` to recreate (a recursive spool's structure).
+        public var subdirectories: [[UInt8]]
+        /// Written as `<final name>.error.json` before the file itself is moved; its text must contain
+        /// the token, so an interrupted run recognises its own sidecar.
+        public var sidecar: [UInt8]?
+
+        public init(directory: String, subdirectories: [[UInt8]] = [], sidecar: [UInt8]? = nil) {
+            self.directory = directory
+            self.subdirectories = subdirectories
+            self.sidecar = sidecar
+        }
+    }
+
+    /// Moves the file into `target` if it is still `expected`, keeping its name, or `name.1.ext`,
+    /// `name.2.ext`, … if that is taken. Never replaces a file. Works across filesystems (copy,
+    /// `fsync`, then delete).
+    public func move(
+        _ relativePath: [UInt8], ifSameVersionAs expected: FileStatus, to target: MoveTarget, token: String
+    ) throws(SystemError) -> Outcome {
+        let name = relativePath.split(separator: UInt8(ascii: "/")).last.map(Array.init) ?? relativePath
+        // Open the destination first: if it cannot be used (missing rights, a symlink planted in its
+        // place), the file stays where it is, in plain sight.
+        let destination = try openDestination(target)
+        switch try claim(relativePath, expected: expected, token: token) {
+        case .changed:
+            return .changed
+        case .missing:
+            // An earlier run may have moved it already: look for this very file (same inode) there.
+            for candidate in Self.candidateNames(for: name).prefix(1000) {
+                guard let status = destination.status(of: candidate) else {
+                    if destination.status(of: candidate + Self.sidecarSuffix) == nil { break }
+                    continue
+                }
+                if status.isSameVersion(as: expected) {
+                    if let sidecar = target.sidecar, destination.status(of: candidate + Self.sidecarSuffix) == nil {
+                        try destination.writeFileAtomically(candidate + Self.sidecarSuffix, bytes: sidecar)
+                    }
+                    return .done(finalPath: destination.childPath(candidate))
+                }
+            }
+            return .missing
+        case .claimed(let parent, let claimed):
+            for candidate in Self.candidateNames(for: name) {
+                let sidecarName = candidate + Self.sidecarSuffix
+                guard destination.status(of: candidate) == nil else { continue }
+                if let sidecar = target.sidecar {
+                    // A sidecar already there is ours only if an interrupted run wrote it.
+                    if destination.status(of: sidecarName) != nil,
+                       !(destination.readPrefix(sidecarName, limit: 8192).map { Self.contains($0, Array(token.utf8)) } ?? false) {
+                        continue
+                    }
+                    try destination.writeFileAtomically(sidecarName, bytes: sidecar)
+                }
+                do {
+                    try parent.renameNoReplace(claimed, to: destination, as: candidate)
+                } catch where error.code == EEXIST {
+                    if target.sidecar != nil { try? destination.unlink(sidecarName) }
+                    continue
+                } catch where error.code == EXDEV {
+                    try copyAcross(claimed, from: parent, expected: expected, to: destination, as: candidate)
+                    return .done(finalPath: destination.childPath(candidate))
+                }
+                destination.sync()
+                parent.sync()
+                return .done(finalPath: destination.childPath(candidate))
+            }
+            throw SystemError(operation: "move", path: parent.childPath(name), code: EEXIST)
+        }
+    }
+
+    static let sidecarSuffix = Array(".error.json".utf8)
+
+    /// Opens the move target, without following symlinks below the spool when it lies inside it.
+    private func openDestination(_ target: MoveTarget) throws(SystemError) -> DirectoryHandle {
+        let spool = Self.normalized(directory)
+        let destination = Self.normalized(target.directory)
+        let base: DirectoryHandle
+        if destination.hasPrefix(spool + "/") {
+            let relative = Array(destination.dropFirst(spool.count + 1).utf8)
+            base = try DirectoryHandle.open(directory)
+                .openOrCreateSubdirectory(relative.split(separator: UInt8(ascii: "/")).map(Array.init))
+        } else {
+            try makeDirectories(target.directory)
+            base = try DirectoryHandle.open(target.directory)
+        }
+        return try base.openOrCreateSubdirectory(target.subdirectories)
     }
 
     /// `name`, then `stem.1.ext`, `stem.2.ext`, … (up to 10,000 candidates).
@@ -151,14 +259,14 @@ public struct SpoolFiles: Sendable {
         }
     }
 
-    /// Moves a file to another filesystem: copy into a hidden temporary name, `fsync`, give it its
-    /// final name without replacing anything, then delete the source if it is still unchanged.
+    /// Copies a claimed file to another filesystem under `finalName`: into a hidden temporary name,
+    /// `fsync`, rename without replacing, then delete the claimed original. The copy keeps the
+    /// file's permission bits.
     private func copyAcross(
-        _ name: [UInt8], from parent: DirectoryHandle, expected: FileStatus, to target: DirectoryHandle
-    ) throws(SystemError) -> Outcome {
-        let (source, status) = try parent.openForReading(name)
+        _ claimed: [UInt8], from parent: DirectoryHandle, expected: FileStatus, to target: DirectoryHandle, as finalName: [UInt8]
+    ) throws(SystemError) {
+        let (source, status) = try parent.openForReading(claimed)
         defer { try? source.close() }
-        guard status.isSameVersion(as: expected) else { return .changed }
         let temporary = Array(".ferry-move-\(UInt64.random(in: 0...UInt64.max)).partial".utf8)
         let fd = temporary.withCString { openat(target.descriptor, $0, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600) }
         guard fd >= 0 else { throw .current("create", target.childPath(temporary)) }
@@ -172,29 +280,35 @@ public struct SpoolFiles: Sendable {
             try FileCopier.automatic.copy(from: source, length: status.size, to: output, at: 0)
         } catch {
             switch error {
-            case .sourceShort: return .changed
+            case .sourceShort, .cancelled:
+                throw SystemError(operation: "copy", path: parent.childPath(claimed), code: EIO)
             case .io(let reading, let code):
-                throw SystemError(operation: reading ? "read" : "write", path: reading ? parent.childPath(name) : target.childPath(temporary), code: code)
+                throw SystemError(operation: reading ? "read" : "write", path: reading ? parent.childPath(claimed) : target.childPath(temporary), code: code)
             }
         }
+        _ = fchmod(fd, status.mode & 0o7777)
         guard fsync(fd) == 0 else { throw .current("fsync", target.childPath(temporary)) }
-        for candidate in Self.candidateNames(for: name) {
-            do {
-                try target.renameNoReplace(temporary, to: target, as: candidate)
-            } catch where error.code == EEXIST {
-                continue
-            }
-            keepTemporary = true
-            target.sync()
-            // The copy is durable under its final name; now the source may go.
-            _ = try? remove(parent: parent, name: name, expected: expected)
-            return .done(finalPath: target.childPath(candidate))
-        }
-        throw SystemError(operation: "move", path: parent.childPath(name), code: EEXIST)
+        try target.renameNoReplace(temporary, to: target, as: finalName)
+        keepTemporary = true
+        target.sync()
+        // The copy is durable under its final name; now the original may go.
+        try? parent.unlink(claimed)
+        parent.sync()
     }
 
-    private func remove(parent: DirectoryHandle, name: [UInt8], expected: FileStatus) throws(SystemError) {
-        guard let current = parent.status(of: name), current.isSameVersion(as: expected) else { return }
-        try parent.unlink(name)
+    static func normalized(_ path: String) -> String {
+        var parts: [Substring] = []
+        for part in path.split(separator: "/") where part != "." {
+            if part == ".." { _ = parts.popLast() } else { parts.append(part) }
+        }
+        return "/" + parts.joined(separator: "/")
+    }
+
+    static func contains(_ haystack: [UInt8], _ needle: [UInt8]) -> Bool {
+        guard !needle.isEmpty, haystack.count >= needle.count else { return false }
+        for start in 0...(haystack.count - needle.count) where haystack[start] == needle[0] {
+            if haystack[start..<(start + needle.count)].elementsEqual(needle) { return true }
+        }
+        return false
     }
 }

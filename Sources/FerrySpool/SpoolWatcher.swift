@@ -2,6 +2,7 @@ import CFerrySystem
 import FerrySystem
 import Foundation
 import Logging
+import Synchronization
 
 /// What a ``SpoolWatcher`` watches and how.
 public struct SpoolWatchSettings: Sendable {
@@ -46,6 +47,8 @@ public final class SpoolWatcher: Sendable {
     private let logger: Logger
     private let inputs: AsyncStream<Input>
     private let continuation: AsyncStream<Input>.Continuation
+    /// Set when events had to be dropped because the loop fell behind; the next turn rescans.
+    private let droppedEvents = Flag()
 
     enum Input: Sendable {
         case events([InotifyEvent])
@@ -63,7 +66,9 @@ public final class SpoolWatcher: Sendable {
         var logger = logger
         logger[metadataKey: "spool"] = .string(settings.name)
         self.logger = logger
-        (inputs, continuation) = AsyncStream.makeStream(of: Input.self)
+        // Bounded: a burst of events waits here (each element holds one read of the inotify queue);
+        // beyond that, events are dropped and replaced by a full rescan, as after an inotify overflow.
+        (inputs, continuation) = AsyncStream.makeStream(of: Input.self, bufferingPolicy: .bufferingOldest(64))
     }
 
     /// Asks for a full rescan as soon as possible.
@@ -88,7 +93,10 @@ public final class SpoolWatcher: Sendable {
         }
         state.listener = listener
         let continuation = self.continuation
-        listener?.start { events in continuation.yield(.events(events)) }
+        let dropped = self.droppedEvents
+        listener?.start { events in
+            if case .dropped = continuation.yield(.events(events)) { dropped.set() }
+        }
         let ticker = Task {
             while !Task.isCancelled {
                 try? await Task.sleep(for: Self.tickInterval)
@@ -100,10 +108,14 @@ public final class SpoolWatcher: Sendable {
             listener?.stop()
         }
 
-        await state.fullScan(deliver: deliver)
+        await state.fullScan(deliver: deliver, createIfMissing: true)
         scanned()
         for await input in inputs {
             if Task.isCancelled { break }
+            if droppedEvents.takeIfSet() {
+                logger.warning("fell behind the filesystem events; rescanning")
+                await state.fullScan(deliver: deliver)
+            }
             switch input {
             case .events(let events):
                 await state.handle(events, deliver: deliver)
@@ -127,6 +139,8 @@ struct WatchState {
     var watches: [Int32: [UInt8]] = [:]
     var watchedDirectories: [[UInt8]: Int32] = [:]
     var rootWatched = false
+    /// Whether "the spool directory is missing" was already logged.
+    var reportedMissingRoot = false
     /// Files seen being written in place, waiting to settle.
     var pending: [[UInt8]: PendingFile] = [:]
     var nextRescan: ContinuousClock.Instant
@@ -151,13 +165,15 @@ struct WatchState {
 
     // MARK: Scanning
 
-    mutating func fullScan(deliver: @Sendable ([SpoolFile]) async -> Void) async {
+    /// Scans the whole spool. At start (`createIfMissing`) a missing spool directory is created; one
+    /// that disappears later is waited for, checked every second, and watched again when it returns.
+    mutating func fullScan(deliver: @Sendable ([SpoolFile]) async -> Void, createIfMissing: Bool = false) async {
         nextRescan = .now + (fallbackRescan ? .seconds(2) : settings.rescanInterval)
         let root: DirectoryHandle
         do {
             root = try DirectoryHandle.open(settings.directory)
         } catch {
-            if error.code == ENOENT {
+            if error.code == ENOENT && createIfMissing {
                 do {
                     try makeDirectories(settings.directory, mode: 0o755)
                     logger.notice("created missing spool directory", metadata: ["directory": "\(settings.directory)"])
@@ -165,21 +181,20 @@ struct WatchState {
                 } catch {
                     logger.error("spool directory is missing and cannot be created", metadata: ["error": "\(error)"])
                 }
-            } else {
-                logger.error("cannot open spool directory", metadata: ["error": "\(error)"])
+            } else if !reportedMissingRoot {
+                logger.error("cannot open spool directory; will keep trying", metadata: ["error": "\(error)"])
             }
+            reportedMissingRoot = true
             rootWatched = false
+            nextRescan = .now + .seconds(1)
             return
         }
-        if !rootWatched, let listener {
-            do {
-                let wd = try listener.watch(settings.directory)
-                watches[wd] = []
-                watchedDirectories[[]] = wd
-                rootWatched = true
-            } catch {
-                logger.error("cannot watch spool directory; relying on rescans", metadata: ["error": "\(error)"])
-            }
+        if reportedMissingRoot {
+            logger.notice("spool directory is back", metadata: ["directory": "\(settings.directory)"])
+            reportedMissingRoot = false
+        }
+        if !rootWatched, listener != nil {
+            rootWatched = watchDirectory([])
         }
         var batch: [SpoolFile] = []
         await scan(root, relative: [], batch: &batch, deliver: deliver)
@@ -223,15 +238,23 @@ struct WatchState {
         }
     }
 
-    private mutating func watchDirectory(_ relative: [UInt8]) {
-        guard let listener, watchedDirectories[relative] == nil else { return }
-        let path = settings.directory + "/" + String(decoding: relative, as: UTF8.self)
+    /// Watches the directory at `relative`. Watching an inode already watched returns its descriptor
+    /// again (a directory renamed within the spool), so the maps are corrected to its new path.
+    @discardableResult
+    private mutating func watchDirectory(_ relative: [UInt8]) -> Bool {
+        guard let listener else { return false }
+        let path = relative.isEmpty ? settings.directory : settings.directory + "/" + String(decoding: relative, as: UTF8.self)
         do {
             let wd = try listener.watch(path)
+            if let old = watches[wd], old != relative { watchedDirectories[old] = nil }
+            if let oldWatch = watchedDirectories[relative], oldWatch != wd { watches[oldWatch] = nil }
             watches[wd] = relative
             watchedDirectories[relative] = wd
+            return true
         } catch {
-            logger.warning("cannot watch subdirectory; relying on rescans", metadata: ["error": "\(error)"])
+            logger.warning(relative.isEmpty ? "cannot watch the spool directory; relying on rescans" : "cannot watch a subdirectory; relying on rescans",
+                           metadata: ["error": "\(error)"])
+            return false
         }
     }
 
@@ -277,8 +300,16 @@ struct WatchState {
             }
             guard let directory = watches[event.watch] else { continue }
             if event.name.isEmpty {
-                if event.has(CFERRY_IN_DELETE_SELF) || event.has(CFERRY_IN_MOVE_SELF) || event.has(CFERRY_IN_IGNORED) {
+                if event.has(CFERRY_IN_IGNORED) || event.has(CFERRY_IN_DELETE_SELF) {
                     forget(watch: event.watch, directory: directory)
+                } else if event.has(CFERRY_IN_MOVE_SELF) {
+                    // A subdirectory renamed within the spool was re-mapped by its IN_MOVED_TO already;
+                    // one moved out of the spool (or the spool itself) is no longer ours to watch.
+                    if directory.isEmpty || status(of: directory).map({ $0.kind != .directory }) ?? true
+                        || !(watchedAt(directory) == event.watch) {
+                        listener?.unwatch(event.watch)
+                        forget(watch: event.watch, directory: directory)
+                    }
                 }
                 continue
             }
@@ -315,9 +346,18 @@ struct WatchState {
         if rescan { await fullScan(deliver: deliver) }
     }
 
+    /// The watch descriptor the kernel has for the directory now at `relative`, if any.
+    private func watchedAt(_ relative: [UInt8]) -> Int32? {
+        guard let listener else { return nil }
+        let path = settings.directory + "/" + String(decoding: relative, as: UTF8.self)
+        // Adding a watch for an inode already watched only returns its descriptor.
+        return try? listener.watch(path)
+    }
+
     private mutating func forget(watch: Int32, directory: [UInt8]) {
+        guard watches[watch] != nil else { return }
         watches[watch] = nil
-        watchedDirectories[directory] = nil
+        if watchedDirectories[directory] == watch { watchedDirectories[directory] = nil }
         if directory.isEmpty {
             rootWatched = false
             logger.warning("spool directory was removed or moved away; waiting for it to come back",
@@ -372,4 +412,12 @@ extension Array where Element == UInt8 {
         while slice.last == UInt8(ascii: "/") { slice = slice.dropLast() }
         return Array(slice)
     }
+}
+
+/// A thread-safe boolean that one side sets and the other takes.
+final class Flag: Sendable {
+    private let value = Atomic<Bool>(false)
+    func set() { value.store(true, ordering: .relaxed) }
+    /// Whether it was set; clears it.
+    func takeIfSet() -> Bool { value.exchange(false, ordering: .relaxed) }
 }

@@ -36,8 +36,29 @@ public final class DirectoryHandle: Sendable {
         var current = self
         for component in components {
             let fd = component.withCString { openat(current.descriptor, $0, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) }
-            guard fd >= 0 else { throw .current("open directory", current.childPath(component)) }
+            guard fd >= 0 else {
+                var error = SystemError.current("open directory", current.childPath(component))
+                // With O_DIRECTORY a symlink reads as ENOTDIR; say what it is.
+                if error.code == ENOTDIR || error.code == ELOOP, current.status(of: component)?.kind == .symlink {
+                    error.code = ELOOP
+                    error.detail = "it is a symlink, which Ferry never follows"
+                }
+                throw error
+            }
             current = DirectoryHandle(descriptor: fd, path: current.childPath(component))
+        }
+        return current
+    }
+
+    /// Opens (creating as needed, with `mode`) the directory at `components` below this one,
+    /// refusing symlinks at every step: a producer who can write here cannot redirect Ferry elsewhere.
+    public func openOrCreateSubdirectory(_ components: [[UInt8]], mode: mode_t = 0o750) throws(SystemError) -> DirectoryHandle {
+        var current = self
+        for component in components {
+            if component.withCString({ mkdirat(current.descriptor, $0, mode) }) != 0 && errno != EEXIST {
+                throw .current("create directory", current.childPath(component))
+            }
+            current = try current.openSubdirectory([component])
         }
         return current
     }
@@ -125,6 +146,40 @@ public final class DirectoryHandle: Sendable {
         guard result == 0 else {
             throw SystemError(operation: "rename", path: childPath(name), code: errno)
         }
+    }
+
+    /// Writes `bytes` to entry `name` atomically: a hidden temporary file (`O_EXCL | O_NOFOLLOW`),
+    /// `fsync`, then a rename over `name` (replacing a previous version of it).
+    public func writeFileAtomically(_ name: [UInt8], bytes: [UInt8], mode: mode_t = 0o640) throws(SystemError) {
+        let temporary = Array(".".utf8) + name + Array(".partial-\(UInt32.random(in: 0...UInt32.max))".utf8)
+        let fd = temporary.withCString { openat(descriptor, $0, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode) }
+        guard fd >= 0 else { throw .current("create", childPath(temporary)) }
+        defer { close(fd) }
+        if let failure = FileCopier.writeAll(bytes, to: FileDescriptor(rawValue: fd), at: 0) {
+            try? unlink(temporary)
+            throw SystemError(operation: "write", path: childPath(temporary), code: failure)
+        }
+        guard fsync(fd) == 0 else {
+            let error = SystemError.current("fsync", childPath(temporary))
+            try? unlink(temporary)
+            throw error
+        }
+        let result = temporary.withCString { old in name.withCString { new in renameat(descriptor, old, descriptor, new) } }
+        guard result == 0 else {
+            let error = SystemError.current("rename", childPath(temporary))
+            try? unlink(temporary)
+            throw error
+        }
+    }
+
+    /// Up to `limit` bytes from the start of entry `name` (a regular file, not through a symlink).
+    public func readPrefix(_ name: [UInt8], limit: Int) -> [UInt8]? {
+        guard let (file, status) = try? openForReading(name) else { return nil }
+        defer { try? file.close() }
+        guard status.kind == .regular else { return nil }
+        var buffer = [UInt8](repeating: 0, count: limit)
+        let count = buffer.withUnsafeMutableBytes { pread(file.rawValue, $0.baseAddress, limit, 0) }
+        return count < 0 ? nil : Array(buffer[0..<count])
     }
 
     /// Flushes the directory itself, so renames and new entries in it survive a power cut.

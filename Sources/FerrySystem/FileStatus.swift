@@ -20,15 +20,17 @@ public struct FileStatus: Sendable, Hashable {
     /// Modification time, nanoseconds since the Unix epoch.
     public var modificationTime: Int64
     public var linkCount: UInt64
+    /// The full `st_mode` (type and permission bits).
+    public var mode: UInt32
 
     public init(_ st: stat) {
         var st = st
-        let mode = st.st_mode
-        if cferry_is_regular(mode) != 0 {
+        let rawMode = st.st_mode
+        if cferry_is_regular(rawMode) != 0 {
             kind = .regular
-        } else if cferry_is_directory(mode) != 0 {
+        } else if cferry_is_directory(rawMode) != 0 {
             kind = .directory
-        } else if cferry_is_symlink(mode) != 0 {
+        } else if cferry_is_symlink(rawMode) != 0 {
             kind = .symlink
         } else {
             kind = .special
@@ -38,6 +40,7 @@ public struct FileStatus: Sendable, Hashable {
         size = Int64(st.st_size)
         modificationTime = cferry_stat_mtime_ns(&st)
         linkCount = UInt64(st.st_nlink)
+        mode = UInt32(st.st_mode)
     }
 
     /// Whether `other` is the same version of the same file: same inode, size and mtime.

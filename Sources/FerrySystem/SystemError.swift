@@ -12,11 +12,14 @@ public struct SystemError: Error, Sendable, Equatable, CustomStringConvertible {
     public var operation: String
     public var path: String
     public var code: Int32
+    /// Replaces the C library's message when Ferry can say more precisely what is wrong.
+    public var detail: String?
 
-    public init(operation: String, path: String, code: Int32) {
+    public init(operation: String, path: String, code: Int32, detail: String? = nil) {
         self.operation = operation
         self.path = path
         self.code = code
+        self.detail = detail
     }
 
     /// The same failure with the current `errno`.
@@ -24,5 +27,5 @@ public struct SystemError: Error, Sendable, Equatable, CustomStringConvertible {
         SystemError(operation: operation, path: path, code: errno)
     }
 
-    public var description: String { "\(operation) \(path): \(systemErrorMessage(code))" }
+    public var description: String { "\(operation) \(path): \(detail ?? systemErrorMessage(code))" }
 }

@@ -141,8 +141,8 @@ public final class Uploader: Sendable {
                 let first = try await group.next()!
                 group.cancelAll()
                 if let result = first { return result }
-                // The watchdog fired: wait for the request to unwind, then report the stall.
-                _ = try? await group.next()
+                // The watchdog fired. If the server's answer had already arrived, it stands.
+                if case .some(.some(let late)) = try? await group.next(), case .response = late { return late }
                 return .failed(TransportFailure(
                     kind: .timeout,
                     message: "no progress for \(settings.noProgressTimeout) (the server stopped reading or answering)"),
@@ -181,16 +181,22 @@ public final class Uploader: Sendable {
             http.body = .stream(chunks, length: .known(request.contentLength))
             let response = try await client.execute(http, deadline: .distantFuture, logger: logger)
             watchdog.progressed()
+            // The status is in: whatever happens while reading the rest of the answer (a reset, the
+            // watchdog, a shutdown), the server has decided, and a 2xx must not become a retry.
             var body: [UInt8] = []
             var drained = 0
-            for try await chunk in response.body {
-                watchdog.progressed()
-                if body.count < Self.responseLimit {
-                    body += chunk.readableBytesView.prefix(Self.responseLimit - body.count)
+            do {
+                for try await chunk in response.body {
+                    watchdog.progressed()
+                    if body.count < Self.responseLimit {
+                        body += chunk.readableBytesView.prefix(Self.responseLimit - body.count)
+                    }
+                    drained += chunk.readableBytes
+                    // Do not read an endless answer; the connection is simply not reused.
+                    if drained > 4 * 1024 * 1024 { break }
                 }
-                drained += chunk.readableBytes
-                // Do not read an endless answer; the connection is simply not reused.
-                if drained > 4 * 1024 * 1024 { break }
+            } catch {
+                logger.debug("reading the response body failed after the status arrived", metadata: ["error": "\(error)"])
             }
             let headers = response.headers.map { (name: $0.name, value: $0.value) }
             return .response(status: Int(response.status.code), headers: headers, body: body, bytesSent: counter.value)

@@ -151,3 +151,36 @@ struct SpoolTests {
         }
     }
 }
+
+@Suite("Spool safety", .serialized)
+struct SpoolSafetyTests {
+    @Test("A .failed symlink planted by a producer is never followed; the file stays in plain sight")
+    func plantedFailedDirectory() async throws {
+        let plan: @Sendable (RequestInfo) -> ReceiverAction = { _ in .respond(status: 400, body: "no") }
+        try await withDaemonHarness(plan: plan) { harness in
+            let outside = try harness.directory.makeDirectory("elsewhere")
+            symlink(outside, harness.spoolPath() + "/.failed")
+            try await harness.start()
+            try harness.drop("report.pdf", Array("pdf".utf8))
+            try await harness.daemon?.waitForLog("cannot dispose of the file; will try again")
+            #expect(try FileManager.default.contentsOfDirectory(atPath: outside).isEmpty, "nothing written through the symlink")
+            #expect(fileExists(harness.spoolPath() + "/report.pdf"), "the file is left where the user can see it")
+            #expect(harness.daemon?.log.contains(".failed: it is a symlink, which Ferry never follows") == true, "\(harness.daemon?.log ?? "")")
+        }
+    }
+
+    @Test("A file waiting for a retry keeps no copy of itself in the state directory")
+    func retryingHoldsNoBody() async throws {
+        let plan: @Sendable (RequestInfo) -> ReceiverAction = { _ in .respond(status: 503, headers: [HeaderField(name: "Retry-After", value: "3600")]) }
+        let spool = TestSpool(retry: ["initial_delay = \"1s\"", "max_delay = \"1h\"", "max_age = \"2h\""])
+        try await withDaemonHarness(spools: [spool], plan: plan) { harness in
+            try await harness.start()
+            try harness.drop("big.bin", pseudoRandomBytes(2 << 20, seed: 1))
+            try await waitUntil("the job to be waiting for its retry") {
+                try await jobs(harness).first?.state == .retrying
+            }
+            let bodies = try FileManager.default.contentsOfDirectory(atPath: harness.directory.url("state/bodies"))
+            #expect(bodies.isEmpty, "left in bodies/: \(bodies)")
+        }
+    }
+}

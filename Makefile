@@ -1,0 +1,27 @@
+# The two set-up commands in the README:
+#   make demo   build, then run `ferryd demo` (spool ./ferry-demo/spool → a receiver on 127.0.0.1)
+#   make test   install test dependencies, build, run every test
+.PHONY: demo test build release deps test-deps clean
+
+demo: deps
+	swift build --product ferryd
+	.build/debug/ferryd demo
+
+test: test-deps
+	swift build --build-tests
+	swift test --skip-build
+
+build: deps
+	swift build
+
+release: deps
+	swift build -c release --product ferryd --product ferryctl
+
+deps:
+	scripts/install-deps.sh
+
+test-deps:
+	scripts/install-deps.sh --test
+
+clean:
+	rm -rf .build ferry-demo

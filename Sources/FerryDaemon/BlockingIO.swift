@@ -1,0 +1,35 @@
+import NIOPosix
+import Synchronization
+
+/// A small pool of threads for long blocking file work (copying a file into its body, hashing it),
+/// so it never occupies the Swift concurrency pool that the scheduler, the watchers and the
+/// transport share. Work sees a ``CancellationFlag`` that turns true when the awaiting task is
+/// cancelled, and checks it between chunks.
+final class BlockingIO: Sendable {
+    private let pool: NIOThreadPool
+
+    init(threads: Int) {
+        pool = NIOThreadPool(numberOfThreads: max(1, threads))
+        pool.start()
+    }
+
+    func run<T: Sendable>(_ work: @escaping @Sendable (CancellationFlag) throws -> T) async throws -> T {
+        let flag = CancellationFlag()
+        return try await withTaskCancellationHandler {
+            try await pool.runIfActive { try work(flag) }
+        } onCancel: {
+            flag.cancel()
+        }
+    }
+
+    func shutdown() async {
+        try? await pool.shutdownGracefully()
+    }
+}
+
+/// Set when the task waiting for some blocking work is cancelled.
+final class CancellationFlag: Sendable {
+    private let state = Atomic<Bool>(false)
+    func cancel() { state.store(true, ordering: .relaxed) }
+    var isCancelled: Bool { state.load(ordering: .relaxed) }
+}

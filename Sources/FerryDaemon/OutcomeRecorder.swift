@@ -1,0 +1,42 @@
+import FerryQueue
+import Foundation
+import Logging
+
+/// Records job outcomes in the queue, retrying while the database cannot be written (a full disk,
+/// an I/O error), so that a job whose outcome is known never sits in `uploading` until the next
+/// start. Gives up only when the daemon is stopping; the job is then recovered at the next start.
+struct OutcomeRecorder: Sendable {
+    let store: JobStore
+    let logger: Logger
+
+    @discardableResult
+    func finish(_ job: Job, startedAt: Date, now: Date, bytesSent: Int64, transition: JobStore.Transition) async throws -> Job {
+        try await persist { try await store.finish(job, startedAt: startedAt, now: now, bytesSent: bytesSent, transition: transition) }
+    }
+
+    @discardableResult
+    func fail(_ job: Job, now: Date, error: String) async throws -> Job {
+        try await persist { try await store.fail(job, now: now, error: error) }
+    }
+
+    @discardableResult
+    func updateIdentity(_ job: Job, to identity: FileIdentity, now: Date) async throws -> Job {
+        try await persist { try await store.updateIdentity(job, to: identity, now: now) }
+    }
+
+    private func persist<T>(_ write: () async throws -> T) async throws -> T {
+        var delay = Duration.milliseconds(500)
+        while true {
+            do {
+                return try await write()
+            } catch {
+                if Task.isCancelled { throw error }
+                logger.error("cannot record a job's outcome in the queue; retrying", metadata: [
+                    "error": "\(error)", "retry_in_ms": "\(delay / .milliseconds(1))",
+                ])
+                try await Task.sleep(for: delay)
+                delay = min(delay * 2, .seconds(30))
+            }
+        }
+    }
+}

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Installs what building (and, with --test, testing) Ferry needs on a Debian/Ubuntu machine:
+#   build: the SQLite headers GRDB links against (libsqlite3-dev), pkg-config
+#   test:  Werkzeug and python-multipart (independent multipart parsers the tests upload to), curl
+# Safe to run repeatedly; installs only what is missing. Uses sudo when not root.
+set -euo pipefail
+
+want_test=false
+[[ "${1:-}" == "--test" ]] && want_test=true
+
+sudo=""
+if [[ $(id -u) -ne 0 ]]; then sudo="sudo"; fi
+
+if ! command -v swift >/dev/null 2>&1; then
+    echo "install-deps: swift is not on the PATH; install the Swift 6.x toolchain first (https://swift.org/install)" >&2
+    exit 1
+fi
+
+packages=()
+[[ -f /usr/include/sqlite3.h ]] || packages+=(libsqlite3-dev)
+command -v pkg-config >/dev/null 2>&1 || packages+=(pkg-config)
+if $want_test; then
+    command -v curl >/dev/null 2>&1 || packages+=(curl)
+    command -v python3 >/dev/null 2>&1 || packages+=(python3 python3-pip)
+fi
+if (( ${#packages[@]} )); then
+    echo "install-deps: installing ${packages[*]}"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${packages[@]}" >/dev/null
+fi
+
+if $want_test; then
+    if ! python3 -c 'import werkzeug, python_multipart' 2>/dev/null; then
+        echo "install-deps: installing werkzeug and python-multipart (pip)"
+        python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore werkzeug python-multipart \
+            || python3 -m pip install --quiet --user werkzeug python-multipart
+    fi
+fi
