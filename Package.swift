@@ -68,6 +68,7 @@ let package = Package(
         .target(
             name: "FerryQueue",
             dependencies: [
+                "FerrySystem",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),
@@ -118,6 +119,7 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "SystemPackage", package: "swift-system"),
                 .product(name: "NIOPosix", package: "swift-nio"),
             ]

@@ -199,6 +199,7 @@ final class LoadContext {
             report(KeyPath(), "no [[spool]] is configured; add at least one (see etc/ferry/ferry.toml for an example)")
         }
         checkSpoolsAreDistinct(spools)
+        checkStateDirectory(stateDirectory, spools: spools)
         return FerryConfiguration(
             path: file, stateDirectory: stateDirectory, controlSocket: controlSocket,
             maxConcurrentUploads: maxConcurrent, logLevel: logLevel, shutdownTimeout: shutdownTimeout,
@@ -327,6 +328,53 @@ final class LoadContext {
                 report(path.appending("sent_directory"), "sent_directory must not be the spool directory itself")
             }
         }
+        // A spool inside a recursive spool would be uploaded by both (dot-directories are not entered).
+        for (index, inner) in spools.enumerated() {
+            for outer in spools where outer.name != inner.name && outer.recursive {
+                let outerPath = Self.normalized(outer.directory)
+                let innerPath = Self.normalized(inner.directory)
+                guard innerPath.hasPrefix(outerPath + "/") else { continue }
+                let relative = innerPath.dropFirst(outerPath.count + 1)
+                if !relative.split(separator: "/").contains(where: { $0.hasPrefix(".") }) {
+                    report(KeyPath().appending("spool").appending(index: index).appending("directory"),
+                           "directory \(inner.directory) is inside recursive spool \"\(outer.name)\"; its files would be uploaded twice")
+                }
+            }
+            for other in spools where other.name != inner.name {
+                let otherPath = Self.normalized(other.directory)
+                for (key, target) in [("failed_directory", inner.failedDirectory), ("sent_directory", inner.sentDirectory)]
+                where key == "failed_directory" || inner.afterUpload == .move {
+                    let targetPath = Self.normalized(target)
+                    let nested = targetPath == otherPath
+                        || (targetPath.hasPrefix(otherPath + "/") && other.recursive
+                            && !targetPath.dropFirst(otherPath.count + 1).split(separator: "/").contains(where: { $0.hasPrefix(".") }))
+                    if nested {
+                        report(KeyPath().appending("spool").appending(index: index).appending(key),
+                               "\(key) \(target) is watched by spool \"\(other.name)\"; its files would be uploaded again")
+                    }
+                }
+            }
+        }
+    }
+
+    /// The state directory holds the queue and copies of files being sent: inside a spool it would
+    /// upload itself.
+    private func checkStateDirectory(_ state: String, spools: [SpoolConfiguration]) {
+        for (index, spool) in spools.enumerated() {
+            let spoolPath = Self.normalized(spool.directory)
+            if Self.isSameOrInside(state, spoolPath) {
+                report(KeyPath().appending("state_directory"),
+                       "state_directory \(state) is inside spool \"\(spool.name)\" (\(spool.directory)); Ferry would upload its own queue — put it elsewhere, e.g. /var/lib/ferry")
+            } else if Self.isSameOrInside(spoolPath, state) {
+                report(KeyPath().appending("spool").appending(index: index).appending("directory"),
+                       "spool directory \(spool.directory) is inside state_directory \(state)")
+            }
+        }
+    }
+
+    /// Whether `path` is `base` or below it (both normalised).
+    static func isSameOrInside(_ path: String, _ base: String) -> Bool {
+        path == base || path.hasPrefix(base == "/" ? "/" : base + "/")
     }
 
     static func normalized(_ path: String) -> String {
@@ -350,6 +398,10 @@ final class LoadContext {
     private func checkURL(_ template: ValueTemplate, at path: KeyPath) {
         let text = template.text
         let shown = template.containsSecret ? "the URL (after resolving secrets)" : "\"\(text)\""
+        if text.unicodeScalars.contains(where: { $0.value <= 0x20 || $0.value == 0x7F }) {
+            report(path, "\(shown) contains a space or control character; percent-encode it (%20)")
+            return
+        }
         guard let url = URL(string: text), let scheme = url.scheme?.lowercased() else {
             report(path, "\(shown) is not a valid URL")
             return
@@ -472,6 +524,10 @@ struct TableReader {
         }
         guard duration >= minimum else {
             context.report(path.appending(key), "\"\(text)\" is too short; the least is \(DurationParser.format(minimum))")
+            return nil
+        }
+        guard duration <= DurationParser.maximum else {
+            context.report(path.appending(key), "\"\(text)\" is too long; the most is \(DurationParser.format(DurationParser.maximum))")
             return nil
         }
         return duration

@@ -6,6 +6,10 @@ public enum DurationParser {
         ("ms", 1), ("s", 1_000), ("m", 60_000), ("h", 3_600_000), ("d", 86_400_000),
     ]
 
+    /// The longest duration a setting accepts (365 days): longer ones are surely typos, and would
+    /// overflow the nanosecond timers they end up in.
+    public static let maximum = Duration.seconds(365 * 86_400)
+
     /// The duration `text` stands for, or `nil` if it is not a duration.
     public static func parse(_ text: String) -> Duration? {
         var rest = Substring(text.trimmingSpaces())

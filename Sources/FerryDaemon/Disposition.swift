@@ -24,7 +24,10 @@ struct Disposer: Sendable {
     /// What happened to the file.
     struct Result {
         var disposition: JobStore.Disposition
-        var finalPath: String?
+        /// Where the file went, as raw bytes.
+        var finalPath: [UInt8]?
+        /// For messages.
+        var shownPath: String { finalPath.map(displayName) ?? "" }
     }
 
     /// Applies and records the disposition of a final job. Returns `nil` if it could not be applied
@@ -53,20 +56,22 @@ struct Disposer: Sendable {
             return nil
         }
         do {
-            try await store.markDisposed(job, disposition: result.disposition, finalPath: result.finalPath.map { Array($0.utf8) }, now: Date())
+            try await store.markDisposed(job, disposition: result.disposition, finalPath: result.finalPath, now: Date())
         } catch {
             log.error("cannot record the file's disposition; will try again", metadata: ["error": "\(error)"])
             return nil
         }
         switch result.disposition {
         case .moved where job.state == .failed:
-            log.warning("moved to the failed directory", metadata: ["path": "\(result.finalPath ?? "")", "reason": "\(job.lastError ?? "")"])
+            log.warning("moved to the failed directory", metadata: ["path": "\(result.shownPath)", "reason": "\(job.lastError ?? "")"])
         case .moved:
-            log.info("moved to the sent directory", metadata: ["path": "\(result.finalPath ?? "")"])
-        case .left:
+            log.info("moved to the sent directory", metadata: ["path": "\(result.shownPath)"])
+        case .left where job.state == .done:
             log.notice("the file changed after it was uploaded; left in place and queued again")
+        case .left:
+            log.warning("the file was replaced before it could be moved aside; the new one is left in place", metadata: ["reason": "\(job.lastError ?? "")"])
         case .missing where job.state == .failed:
-            log.warning("upload failed and the file is gone", metadata: ["reason": "\(job.lastError ?? "")"])
+            log.warning("upload failed and the file is no longer in the spool (deleted or renamed away)", metadata: ["reason": "\(job.lastError ?? "")"])
         default:
             break
         }

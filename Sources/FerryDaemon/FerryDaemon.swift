@@ -8,6 +8,7 @@ import Foundation
 import Logging
 import ServiceLifecycle
 import Synchronization
+import UnixSignals
 
 /// `ferryd`: watches the configured spools and uploads what lands in them.
 ///
@@ -90,6 +91,13 @@ public final class FerryDaemon: Service, Sendable {
 
         try await withGracefulShutdownHandler {
             await withDiscardingTaskGroup { group in
+                // SIGHUP would otherwise end the process; configuration reload is not in this release.
+                let hangups = await UnixSignalsSequence(trapping: .sighup)
+                group.addTask {
+                    for await _ in hangups {
+                        self.logger.notice("SIGHUP received; reloading the configuration is not supported yet: restart ferryd to apply changes")
+                    }
+                }
                 // Watchers: each scans its spool once, then follows events.
                 let scanned = ScanCountdown(count: configuration.spools.count)
                 for spool in configuration.spools {

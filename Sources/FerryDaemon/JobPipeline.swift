@@ -24,8 +24,21 @@ struct SpoolRuntime: Sendable {
         files = SpoolFiles(directory: configuration.directory)
         self.uploader = uploader
         backoff = Backoff(initialDelay: configuration.retry.initialDelay, maxDelay: configuration.retry.maxDelay)
-        url = configuration.url.text
-        headers = configuration.headers.map { (name: $0.name, value: $0.value.text) }
+        var headers = configuration.headers.map { (name: $0.name, value: $0.value.text) }
+        // `https://user:password@host/…` means HTTP Basic authentication, as it does to curl.
+        var url = configuration.url.text
+        if var components = URLComponents(string: url), let user = components.percentEncodedUser {
+            let password = components.percentEncodedPassword ?? ""
+            let credentials = "\(user.removingPercentEncoding ?? user):\(password.removingPercentEncoding ?? password)"
+            if !headers.contains(where: { $0.name.lowercased() == "authorization" }) {
+                headers.append((name: "Authorization", value: "Basic " + Data(credentials.utf8).base64EncodedString()))
+            }
+            components.percentEncodedUser = nil
+            components.percentEncodedPassword = nil
+            url = components.string ?? url
+        }
+        self.url = url
+        self.headers = headers
     }
 }
 
@@ -126,12 +139,13 @@ final class JobPipeline: Sendable {
                 await disposer.dispose(failed, spool: spool.configuration, files: spool.files)
                 return
             }
-            // Written again since it was queued: upload the new version once it has settled.
-            let updated = try await records.updateIdentity(job, to: identity, now: Date())
-            let settle = spool.configuration.settle
-            try await records.finish(updated, startedAt: startedAt, now: Date(), bytesSent: 0, transition: .interrupted(
-                at: Date().addingTimeInterval(settle.seconds), reason: "the file changed; waiting for it to settle"))
-            log.info("the file changed since it was queued; will upload the new version once it settles")
+            // Written again since it was queued. The new content is a new upload, under a new job and
+            // so a new Idempotency-Key, once it has settled.
+            let successor = try await records.supersede(
+                job, by: identity, now: Date(), notBefore: Date().addingTimeInterval(spool.configuration.settle.seconds),
+                boundary: MultipartBoundary.random().value)
+            log.info("the file changed before it was delivered; its new version is a new job", metadata: ["new_job": "\(successor.id)"])
+            bodies.remove(for: job)
             return
         case .gone(let reason):
             let failed = try await records.fail(job, now: Date(), error: reason)
@@ -139,8 +153,21 @@ final class JobPipeline: Sendable {
             await disposer.dispose(failed, spool: spool.configuration, files: spool.files)
             return
         case .localFailure(let reason):
-            try await retryOrGiveUp(job, spool: spool, startedAt: startedAt, bytesSent: 0, error: reason,
-                                    status: nil, body: nil, contentType: nil, notBefore: nil, log: log)
+            // A local problem (the state directory is full, a read failed) says nothing about the
+            // server: it does not use up an attempt. Wait 15–30 s and try again, until max_age.
+            let deadline = job.createdAt.addingTimeInterval(spool.configuration.retry.maxAge.seconds)
+            if Date() >= deadline {
+                let failed = try await records.fail(job, now: Date(), error: "gave up: not delivered within max_age: \(reason)")
+                log.error("giving up on the file", metadata: ["reason": "\(reason)"])
+                await disposer.dispose(failed, spool: spool.configuration, files: spool.files)
+                return
+            }
+            let ceiling = min(spool.configuration.retry.maxDelay, .seconds(30)).seconds
+            let next = min(Date().addingTimeInterval(Double.random(in: (ceiling / 2)...ceiling)), deadline)
+            try await records.finish(job, startedAt: startedAt, now: Date(), bytesSent: 0, transition: .interrupted(at: next, reason: reason))
+            log.warning("cannot prepare the upload; will try again", metadata: [
+                "error": "\(reason)", "retry_in_ms": "\(Int(next.timeIntervalSinceNow * 1000))",
+            ])
             return
         }
 

@@ -20,8 +20,8 @@ struct OutcomeRecorder: Sendable {
     }
 
     @discardableResult
-    func updateIdentity(_ job: Job, to identity: FileIdentity, now: Date) async throws -> Job {
-        try await persist { try await store.updateIdentity(job, to: identity, now: now) }
+    func supersede(_ job: Job, by identity: FileIdentity, now: Date, notBefore: Date, boundary: String) async throws -> Job {
+        try await persist { try await store.supersede(job, by: identity, now: now, notBefore: notBefore, boundary: boundary) }
     }
 
     private func persist<T>(_ write: () async throws -> T) async throws -> T {

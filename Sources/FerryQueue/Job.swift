@@ -1,3 +1,4 @@
+import FerrySystem
 import Foundation
 import GRDB
 
@@ -5,10 +6,12 @@ import GRDB
 ///
 ///     queued ──claim──▶ uploading ──2xx──▶ done
 ///        ▲                 │  ├──retryable──▶ retrying ──due──▶ (claimed again)
-///        └──interrupted────┘  └──permanent / out of attempts or age──▶ failed
+///        └──interrupted────┘  ├──permanent / out of attempts or age──▶ failed
+///                             └──the file changed before delivery──▶ superseded (+ a new job)
 ///
-/// `done` and `failed` are final. Each is first committed with its *disposition* pending (the source
-/// file still to be deleted, moved or kept); ``Job/disposedAt`` records that the file was dealt with.
+/// `done`, `failed` and `superseded` are final. `done` and `failed` are first committed with their
+/// *disposition* pending (the source file still to be deleted, moved or kept); ``Job/disposedAt``
+/// records that the file was dealt with.
 public enum JobState: String, Sendable, Codable, CaseIterable, DatabaseValueConvertible {
     /// Waiting for an upload slot.
     case queued
@@ -20,12 +23,15 @@ public enum JobState: String, Sendable, Codable, CaseIterable, DatabaseValueConv
     case done
     /// Ferry gave up; the file is in the spool's `failed_directory` with an `.error.json` sidecar.
     case failed
+    /// The file changed before this job delivered it; the new version is a new job, with its own
+    /// id and so its own `Idempotency-Key` (a server must never mistake new content for a retry).
+    case superseded
 
     /// States in which the job still owns its source file in the spool.
     public static let active: [JobState] = [.queued, .uploading, .retrying]
 
     /// Whether the job will not change state again.
-    public var isFinal: Bool { self == .done || self == .failed }
+    public var isFinal: Bool { self == .done || self == .failed || self == .superseded }
 }
 
 /// Identifies one version of a file: the same inode with the same size and modification time.
@@ -78,6 +84,8 @@ public struct Job: Sendable, Hashable, FetchableRecord, MutablePersistableRecord
     public var responseBody: [UInt8]?
     /// The final response's `Content-Type`.
     public var responseContentType: String?
+    /// What became of the source file (`deleted`, `moved`, `kept`, `left`, `missing`); `nil` while pending.
+    public var disposition: String?
     /// When the source file was deleted, moved or kept after a final state; `nil` while pending.
     public var disposedAt: Date?
     /// Where the file is now, if it was moved (sent or failed directory), as raw bytes.
@@ -98,8 +106,8 @@ public struct Job: Sendable, Hashable, FetchableRecord, MutablePersistableRecord
         self.nextAttemptAt = now
     }
 
-    /// The relative path as text, with invalid UTF-8 replaced by U+FFFD (for display only).
-    public var displayPath: String { String(decoding: relativePath, as: UTF8.self) }
+    /// The relative path as text for logs and messages; bytes that are not UTF-8 appear as `\xNN`.
+    public var displayPath: String { displayName(relativePath) }
 
     enum Field {
         static let sequence = Column("seq")
@@ -130,6 +138,7 @@ public struct Job: Sendable, Hashable, FetchableRecord, MutablePersistableRecord
         responseStatus = row["response_status"]
         responseBody = (row["response_body"] as Data?).map { [UInt8]($0) }
         responseContentType = row["response_content_type"]
+        disposition = row["disposition"]
         disposedAt = (row["disposed_at"] as Double?).map(Date.init(timeIntervalSince1970:))
         finalPath = (row["final_path"] as Data?).map { [UInt8]($0) }
     }
@@ -154,6 +163,7 @@ public struct Job: Sendable, Hashable, FetchableRecord, MutablePersistableRecord
         container["response_status"] = responseStatus
         container["response_body"] = responseBody.map { Data($0) }
         container["response_content_type"] = responseContentType
+        container["disposition"] = disposition
         container["disposed_at"] = disposedAt?.timeIntervalSince1970
         container["final_path"] = finalPath.map { Data($0) }
     }

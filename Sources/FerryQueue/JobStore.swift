@@ -144,7 +144,7 @@ public final class JobStore: Sendable {
     /// active, still being disposed of, or was deliberately left in place (`keep`, or changed during
     /// its upload) with this very identity.
     public func enqueue(
-        _ files: [DiscoveredFile], now: Date, makeBoundary: @escaping @Sendable () -> String
+        _ files: [DiscoveredFile], now: Date, notBefore: Date? = nil, makeBoundary: @escaping @Sendable () -> String
     ) async throws -> [Job] {
         guard !files.isEmpty else { return [] }
         return try await write { db in
@@ -170,6 +170,7 @@ public final class JobStore: Sendable {
                     id: JobID.generate(milliseconds: UInt64(max(0, now.timeIntervalSince1970 * 1000))),
                     spool: file.spool, relativePath: file.relativePath, identity: file.identity,
                     boundary: makeBoundary(), now: now)
+                if let notBefore { job.nextAttemptAt = notBefore }
                 try job.insert(db)
                 created.append(job)
             }
@@ -315,15 +316,34 @@ public final class JobStore: Sendable {
         return updated
     }
 
-    /// Points a queued job at a new version of its file (it changed before its body was built).
+    /// Ends a job whose file changed before it was delivered, and queues the new version as a new
+    /// job (due at `notBefore`, to let a writer finish), in one transaction. Returns the new job.
+    /// The new job has its own id: the server sees new content under a new `Idempotency-Key`.
     @discardableResult
-    public func updateIdentity(_ job: Job, to identity: FileIdentity, now: Date) async throws -> Job {
-        var job = job
-        job.identity = identity
-        job.updatedAt = now
-        let updated = job
-        try await write { db in try updated.update(db) }
-        return updated
+    public func supersede(
+        _ job: Job, by identity: FileIdentity, now: Date, notBefore: Date, boundary: String
+    ) async throws -> Job {
+        var old = job
+        old.state = .superseded
+        old.finishedAt = now
+        old.updatedAt = now
+        old.nextAttemptAt = nil
+        var successor = Job(
+            id: JobID.generate(milliseconds: UInt64(max(0, now.timeIntervalSince1970 * 1000))),
+            spool: job.spool, relativePath: job.relativePath, identity: identity, boundary: boundary, now: now)
+        successor.nextAttemptAt = notBefore
+        old.lastError = "the file changed before it was delivered; its new version is job \(successor.id)"
+        let ended = old
+        let next = successor
+        return try await write { db in
+            try ended.update(db)
+            try db.execute(
+                sql: "UPDATE job SET disposition = ?, disposed_at = ? WHERE seq = ?",
+                arguments: [Disposition.left.rawValue, now.timeIntervalSince1970, ended.sequence])
+            var inserted = next
+            try inserted.insert(db)
+            return inserted
+        }
     }
 
     /// What became of a source file after its job reached a final state.

@@ -54,9 +54,11 @@ final class InotifyListener: @unchecked Sendable {
         CFERRY_IN_MOVED_TO | CFERRY_IN_CLOSE_WRITE | CFERRY_IN_CREATE | CFERRY_IN_DELETE_SELF
         | CFERRY_IN_MOVE_SELF | CFERRY_IN_ONLYDIR | CFERRY_IN_DONT_FOLLOW | CFERRY_IN_EXCL_UNLINK
 
-    /// Watches the directory at `path` and returns the watch descriptor.
-    func watch(_ path: String) throws(SystemError) -> Int32 {
-        let wd = cferry_inotify_add_watch(descriptor, path, Self.directoryMask)
+    /// Watches the directory at `path` and returns the watch descriptor. Unless `followSymlink`,
+    /// a symlink at `path` is refused.
+    func watch(_ path: String, followSymlink: Bool = false) throws(SystemError) -> Int32 {
+        let mask = followSymlink ? Self.directoryMask & ~CFERRY_IN_DONT_FOLLOW : Self.directoryMask
+        let wd = cferry_inotify_add_watch(descriptor, path, mask)
         guard wd >= 0 else { throw .current("watch", path) }
         return wd
     }

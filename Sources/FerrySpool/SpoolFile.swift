@@ -12,8 +12,8 @@ public struct SpoolFile: Sendable, Hashable {
         self.status = status
     }
 
-    /// The path as text, with invalid UTF-8 replaced by U+FFFD (for messages).
-    public var displayPath: String { String(decoding: relativePath, as: UTF8.self) }
+    /// The path as text for messages; bytes that are not UTF-8 appear as `\xNN`.
+    public var displayPath: String { displayName(relativePath) }
 }
 
 /// Which names in a spool are candidates for upload.

@@ -78,8 +78,8 @@ public struct SpoolFiles: Sendable {
 
     /// What became of a file that was to be deleted or moved.
     public enum Outcome: Sendable, Equatable {
-        /// Deleted, or moved to the returned path.
-        case done(finalPath: String?)
+        /// Deleted, or moved to the returned path (raw bytes).
+        case done(finalPath: [UInt8]?)
         /// Not there any more (and not found where a previous run would have put it).
         case missing
         /// A different version is there now; it was left (or put back) in the spool.
@@ -191,20 +191,20 @@ public struct SpoolFiles: Sendable {
             // An earlier run may have moved it already: look for this very file (same inode) there.
             for candidate in Self.candidateNames(for: name).prefix(1000) {
                 guard let status = destination.status(of: candidate) else {
-                    if destination.status(of: candidate + Self.sidecarSuffix) == nil { break }
+                    if destination.status(of: Self.sidecarName(for: candidate)) == nil { break }
                     continue
                 }
                 if status.isSameVersion(as: expected) {
-                    if let sidecar = target.sidecar, destination.status(of: candidate + Self.sidecarSuffix) == nil {
-                        try destination.writeFileAtomically(candidate + Self.sidecarSuffix, bytes: sidecar)
+                    if let sidecar = target.sidecar, destination.status(of: Self.sidecarName(for: candidate)) == nil {
+                        try destination.writeFileAtomically(Self.sidecarName(for: candidate), bytes: sidecar)
                     }
-                    return .done(finalPath: destination.childPath(candidate))
+                    return .done(finalPath: destination.childRawPath(candidate))
                 }
             }
             return .missing
         case .claimed(let parent, let claimed):
             for candidate in Self.candidateNames(for: name) {
-                let sidecarName = candidate + Self.sidecarSuffix
+                let sidecarName = Self.sidecarName(for: candidate)
                 guard destination.status(of: candidate) == nil else { continue }
                 if let sidecar = target.sidecar {
                     // A sidecar already there is ours only if an interrupted run wrote it.
@@ -221,17 +221,23 @@ public struct SpoolFiles: Sendable {
                     continue
                 } catch where error.code == EXDEV {
                     try copyAcross(claimed, from: parent, expected: expected, to: destination, as: candidate)
-                    return .done(finalPath: destination.childPath(candidate))
+                    return .done(finalPath: destination.childRawPath(candidate))
                 }
                 destination.sync()
                 parent.sync()
-                return .done(finalPath: destination.childPath(candidate))
+                return .done(finalPath: destination.childRawPath(candidate))
             }
             throw SystemError(operation: "move", path: parent.childPath(name), code: EEXIST)
         }
     }
 
     static let sidecarSuffix = Array(".error.json".utf8)
+
+    /// `<name>.error.json`, with the name shortened (at a character boundary) when the whole would
+    /// exceed 255 bytes.
+    static func sidecarName(for name: [UInt8]) -> [UInt8] {
+        truncatedName(name, toBytes: maximumNameLength - sidecarSuffix.count) + sidecarSuffix
+    }
 
     /// Opens the move target, without following symlinks below the spool when it lies inside it.
     private func openDestination(_ target: MoveTarget) throws(SystemError) -> DirectoryHandle {
@@ -249,13 +255,16 @@ public struct SpoolFiles: Sendable {
         return try base.openOrCreateSubdirectory(target.subdirectories)
     }
 
-    /// `name`, then `stem.1.ext`, `stem.2.ext`, … (up to 10,000 candidates).
+    /// `name`, then `stem.1.ext`, `stem.2.ext`, … (up to 10,000 candidates), the stem shortened when
+    /// a name would exceed 255 bytes.
     static func candidateNames(for name: [UInt8]) -> some Sequence<[UInt8]> {
-        let dot = name.lastIndex(of: UInt8(ascii: ".")).flatMap { $0 > 0 ? $0 : nil }
+        let dot = name.lastIndex(of: UInt8(ascii: ".")).flatMap { $0 > 0 && name.count - $0 <= 32 ? $0 : nil }
         let stem = dot.map { Array(name[..<$0]) } ?? name
         let ext = dot.map { Array(name[$0...]) } ?? []
         return (0..<10_000).lazy.map { index in
-            index == 0 ? name : stem + Array(".\(index)".utf8) + ext
+            if index == 0 { return name }
+            let counter = Array(".\(index)".utf8)
+            return truncatedName(stem, toBytes: maximumNameLength - counter.count - ext.count) + counter + ext
         }
     }
 
@@ -287,6 +296,10 @@ public struct SpoolFiles: Sendable {
             }
         }
         _ = fchmod(fd, status.mode & 0o7777)
+        // UTIME_OMIT ((1 << 30) - 2) leaves the access time alone.
+        var times = [timespec](repeating: timespec(tv_sec: 0, tv_nsec: (1 << 30) - 2), count: 2)
+        times[1] = timespec(tv_sec: Int(status.modificationTime / 1_000_000_000), tv_nsec: Int(status.modificationTime % 1_000_000_000))
+        _ = futimens(fd, times)
         guard fsync(fd) == 0 else { throw .current("fsync", target.childPath(temporary)) }
         try target.renameNoReplace(temporary, to: target, as: finalName)
         keepTemporary = true

@@ -245,7 +245,9 @@ struct WatchState {
         guard let listener else { return false }
         let path = relative.isEmpty ? settings.directory : settings.directory + "/" + String(decoding: relative, as: UTF8.self)
         do {
-            let wd = try listener.watch(path)
+            // The configured spool path may itself be a symlink (the administrator's choice); below
+            // it, nothing is followed.
+            let wd = try listener.watch(path, followSymlink: relative.isEmpty)
             if let old = watches[wd], old != relative { watchedDirectories[old] = nil }
             if let oldWatch = watchedDirectories[relative], oldWatch != wd { watches[oldWatch] = nil }
             watches[wd] = relative
@@ -283,7 +285,7 @@ struct WatchState {
         guard !warned.contains(path) else { return }
         if warned.count < 10_000 { warned.insert(path) }
         let what = kind == .symlink ? "a symlink (symlinks are never followed)" : "not a regular file"
-        logger.warning("skipping \(what)", metadata: ["file": "\(String(decoding: path, as: UTF8.self))"])
+        logger.warning("skipping \(what)", metadata: ["file": "\(displayName(path))"])
     }
 
     // MARK: Events

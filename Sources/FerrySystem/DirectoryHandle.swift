@@ -13,12 +13,14 @@ import Glibc
 public final class DirectoryHandle: Sendable {
     /// The descriptor, open for `*at()` calls.
     public let descriptor: Int32
-    /// The directory's path, for messages.
-    public let path: String
+    /// The directory's path as raw bytes.
+    public let rawPath: [UInt8]
+    /// The directory's path, for messages (invalid UTF-8 shown as `\xNN`).
+    public var path: String { displayName(rawPath) }
 
-    private init(descriptor: Int32, path: String) {
+    private init(descriptor: Int32, rawPath: [UInt8]) {
         self.descriptor = descriptor
-        self.path = path
+        self.rawPath = rawPath
     }
 
     deinit { close(descriptor) }
@@ -28,7 +30,7 @@ public final class DirectoryHandle: Sendable {
     public static func open(_ path: String) throws(SystemError) -> DirectoryHandle {
         let fd = Glibc.open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard fd >= 0 else { throw .current("open directory", path) }
-        return DirectoryHandle(descriptor: fd, path: path)
+        return DirectoryHandle(descriptor: fd, rawPath: Array(path.utf8))
     }
 
     /// Opens the directory at `components` below this one, refusing symlinks at every step.
@@ -45,7 +47,7 @@ public final class DirectoryHandle: Sendable {
                 }
                 throw error
             }
-            current = DirectoryHandle(descriptor: fd, path: current.childPath(component))
+            current = DirectoryHandle(descriptor: fd, rawPath: current.childRawPath(component))
         }
         return current
     }
@@ -151,7 +153,7 @@ public final class DirectoryHandle: Sendable {
     /// Writes `bytes` to entry `name` atomically: a hidden temporary file (`O_EXCL | O_NOFOLLOW`),
     /// `fsync`, then a rename over `name` (replacing a previous version of it).
     public func writeFileAtomically(_ name: [UInt8], bytes: [UInt8], mode: mode_t = 0o640) throws(SystemError) {
-        let temporary = Array(".".utf8) + name + Array(".partial-\(UInt32.random(in: 0...UInt32.max))".utf8)
+        let temporary = Array(".ferry-partial-\(UInt64.random(in: 0...UInt64.max))".utf8)
         let fd = temporary.withCString { openat(descriptor, $0, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode) }
         guard fd >= 0 else { throw .current("create", childPath(temporary)) }
         defer { close(fd) }
@@ -187,9 +189,14 @@ public final class DirectoryHandle: Sendable {
         _ = fsync(descriptor)
     }
 
-    /// `path/name` for messages, with invalid UTF-8 replaced.
+    /// `path/name` for messages (invalid UTF-8 shown as `\xNN`).
     public func childPath(_ name: [UInt8]) -> String {
-        path + "/" + String(decoding: name, as: UTF8.self)
+        displayName(childRawPath(name))
+    }
+
+    /// `path/name` as raw bytes.
+    public func childRawPath(_ name: [UInt8]) -> [UInt8] {
+        rawPath + [UInt8(ascii: "/")] + name
     }
 }
 

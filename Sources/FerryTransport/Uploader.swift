@@ -110,6 +110,10 @@ public final class Uploader: Sendable {
                 write: .nanoseconds(Int64(settings.noProgressTimeout / .nanoseconds(1)))),
             decompression: .disabled)
         configuration.connectionPool = .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: 16)
+        // A refused or failed connection fails the attempt at once; Ferry's own backoff (with jitter,
+        // bounded by max_delay) decides when to try again, instead of the pool retrying silently
+        // until connect_timeout while the upload slot waits.
+        configuration.connectionPool.retryConnectionEstablishment = false
         configuration.httpVersion = .automatic
         client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
     }
@@ -226,8 +230,16 @@ public final class Uploader: Sendable {
         if let error = error as? IOError {
             return TransportFailure(kind: .io, message: "connection to \(host) failed: \(error.description)")
         }
-        if error is NIOConnectionError || String(describing: type(of: error)).contains("Connect") {
-            return TransportFailure(kind: .connect, message: "cannot connect to \(host): \(error)")
+        if let error = error as? NIOConnectionError {
+            let reasons = error.connectionErrors.map { attempt -> String in
+                if let io = attempt.error as? IOError { return systemErrorMessage(io.errnoCode) }
+                return "\(attempt.error)"
+            }
+            let reason = reasons.first ?? (error.dnsAError ?? error.dnsAAAAError).map { "DNS lookup failed: \($0)" } ?? "no address"
+            return TransportFailure(kind: .connect, message: "cannot connect to \(host): \(reason)")
+        }
+        if let error = error as? ChannelError, case .connectTimeout = error {
+            return TransportFailure(kind: .timeout, message: "connecting to \(host) timed out")
         }
         if let error = error as? FileSystemError {
             return TransportFailure(kind: .io, message: "reading the request body failed: \(error.message)")

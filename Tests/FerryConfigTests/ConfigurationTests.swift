@@ -213,6 +213,74 @@ struct ConfigurationTests {
         #expect(found.map(\.description) == ["/etc/ferry/ferry.toml:7: spool[1].directory: directory /srv/spool is already watched by spool \"media\""])
     }
 
+    @Test("A state directory inside a spool is refused: Ferry would upload its own queue")
+    func stateInsideSpool() {
+        let found = issues("""
+            state_directory = "/srv/spool/state"
+            \(minimalSpool)
+            """)
+        #expect(found.map(\.description) == [
+            "/etc/ferry/ferry.toml:1: state_directory: state_directory /srv/spool/state is inside spool \"media\" (/srv/spool); Ferry would upload its own queue — put it elsewhere, e.g. /var/lib/ferry",
+        ])
+        #expect(issues("state_directory = \"/srv/spool\"\n\(minimalSpool)").count == 1)
+    }
+
+    @Test("A spool inside a recursive spool, or a failed directory another spool watches, is refused")
+    func nestedSpools() {
+        let nested = issues("""
+            [[spool]]
+            name = "outer"
+            directory = "/srv/spool"
+            url = "https://example.org/a"
+            recursive = true
+            [[spool]]
+            name = "inner"
+            directory = "/srv/spool/inner"
+            url = "https://example.org/b"
+            """)
+        #expect(nested.map(\.keyPath) == ["spool[1].directory"])
+        #expect(nested.first?.message.contains("would be uploaded twice") == true)
+        // Not recursive, or inside a dot-directory: fine.
+        _ = try? loader().parse("""
+            [[spool]]
+            name = "outer"
+            directory = "/srv/spool"
+            url = "https://example.org/a"
+            [[spool]]
+            name = "inner"
+            directory = "/srv/spool/inner"
+            url = "https://example.org/b"
+            """, path: "/x.toml")
+        let crossed = issues("""
+            [[spool]]
+            name = "a"
+            directory = "/srv/a"
+            url = "https://example.org/a"
+            failed_directory = "/srv/b"
+            [[spool]]
+            name = "b"
+            directory = "/srv/b"
+            url = "https://example.org/b"
+            """)
+        #expect(crossed.map(\.keyPath) == ["spool[0].failed_directory"])
+    }
+
+    @Test("Durations longer than a year and URLs with spaces are refused")
+    func limits() {
+        let found = issues("""
+            \(minimalSpool)
+            no_progress_timeout = "200000d"
+            """)
+        #expect(found.first?.message == "\"200000d\" is too long; the most is 365d")
+        let url = issues("""
+            [[spool]]
+            name = "media"
+            directory = "/srv/spool"
+            url = "https://example.org/a b"
+            """)
+        #expect(url.first?.message.contains("contains a space or control character") == true)
+    }
+
     @Test("Two spools with the same name are refused")
     func duplicateNames() {
         let found = issues("""

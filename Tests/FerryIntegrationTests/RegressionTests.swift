@@ -1,0 +1,174 @@
+import FerryQueue
+import FerryReceiver
+import FerryTestSupport
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Creates a file whose name is raw bytes (not necessarily UTF-8) under `directory`, by rename.
+func dropRawName(_ name: [UInt8], _ bytes: [UInt8], in directory: String) throws {
+    let temporary = directory + "/.incoming-raw"
+    try Data(bytes).write(to: URL(fileURLWithPath: temporary))
+    let target = Array(directory.utf8) + [UInt8(ascii: "/")] + name + [0]
+    let result = target.withUnsafeBufferPointer { buffer in
+        buffer.withMemoryRebound(to: CChar.self) { rename(temporary, $0.baseAddress!) }
+    }
+    guard result == 0 else { throw TestFailure("rename failed: \(String(cString: strerror(errno)))") }
+}
+
+/// The raw names in `directory`.
+func rawNames(_ directory: String) -> [[UInt8]] {
+    guard let dir = opendir(directory) else { return [] }
+    defer { closedir(dir) }
+    var names: [[UInt8]] = []
+    while let entry = readdir(dir) {
+        let name = withUnsafeBytes(of: entry.pointee.d_name) { Array($0.prefix(while: { $0 != 0 })) }
+        if name != [0x2E] && name != [0x2E, 0x2E] { names.append(name) }
+    }
+    return names
+}
+
+@Suite("Regressions found by review and black-box testing", .serialized)
+struct RegressionTests {
+    @Test("Content that changed after an attempt goes out as a new job with a new Idempotency-Key")
+    func changedContentGetsNewKey() async throws {
+        let plan: @Sendable (RequestInfo) -> ReceiverAction = { info in
+            info.index == 0 ? .respond(status: 503, headers: [HeaderField(name: "Retry-After", value: "1")]) : .store()
+        }
+        try await withDaemonHarness(plan: plan) { harness in
+            try await harness.start()
+            let first = Array("version 1".utf8)
+            let second = Array("version 2, corrected".utf8)
+            try harness.drop("report.csv", first)
+            try await waitUntil("the first attempt to be answered") { harness.receiver.requests.first?.status == 503 }
+            try harness.drop("report.csv", second)
+            try await harness.waitForAccepted(1)
+            try await harness.waitForQuiet()
+            let accepted = try #require(harness.receiver.acceptedRequests.first)
+            #expect(accepted.files.first?.sha256 == sha256Hex(second))
+            #expect(accepted.idempotencyKey != harness.receiver.requests[0].idempotencyKey)
+            let all = try await jobs(harness)
+            #expect(Set(all.map(\.state)) == [.superseded, .done])
+            let old = try #require(all.first { $0.state == .superseded })
+            let new = try #require(all.first { $0.state == .done })
+            #expect(old.lastError?.contains(new.id.rawValue) == true)
+            #expect(accepted.idempotencyKey == new.id.rawValue)
+        }
+    }
+
+    @Test("A sidecar never replaces a file already in the failed directory")
+    func sidecarNeverOverwrites() async throws {
+        let plan: @Sendable (RequestInfo) -> ReceiverAction = { _ in .respond(status: 400) }
+        try await withDaemonHarness(plan: plan) { harness in
+            try await harness.start()
+            try harness.drop("report.error.json", Array("PRECIOUS".utf8))
+            try await harness.waitForQuiet()
+            try harness.drop("report", Array("other".utf8))
+            try await waitUntil("both files to be moved aside") {
+                let all = try await jobs(harness)
+                return all.count == 2 && all.allSatisfy { $0.disposedAt != nil }
+            }
+            let failed = harness.spoolPath() + "/.failed"
+            #expect(try String(contentsOfFile: failed + "/report.error.json", encoding: .utf8) == "PRECIOUS")
+            #expect(try String(contentsOfFile: failed + "/report.1", encoding: .utf8) == "other")
+            #expect(fileExists(failed + "/report.1.error.json"))
+            #expect(fileExists(failed + "/report.error.json.error.json"))
+        }
+    }
+
+    @Test("Names that are not UTF-8, or 250 bytes long, are delivered and moved aside without collisions")
+    func rawAndLongNames() async throws {
+        let plan: @Sendable (RequestInfo) -> ReceiverAction = { _ in .respond(status: 400) }
+        try await withDaemonHarness(plan: plan) { harness in
+            try await harness.start()
+            let long = Array(String(repeating: "y", count: 246).utf8) + Array(".bin".utf8)
+            let names: [[UInt8]] = [[0xFF] + Array(".bin".utf8), [0xFE] + Array(".bin".utf8), Array("\u{FFFD}.bin".utf8), long]
+            for (index, name) in names.enumerated() {
+                try dropRawName(name, Array("file \(index)".utf8), in: harness.spoolPath())
+            }
+            try await waitUntil("\(names.count) files moved aside") {
+                let all = try await jobs(harness)
+                return all.count == names.count && all.allSatisfy { $0.disposedAt != nil }
+            }
+            let failed = rawNames(harness.spoolPath() + "/.failed")
+            for name in names {
+                #expect(failed.contains(name), "\(name) was not moved")
+                let sidecar = name.count + 11 > 255 ? Array(name.prefix(244)) + Array(".error.json".utf8) : name + Array(".error.json".utf8)
+                #expect(failed.contains(sidecar), "no sidecar for \(name)")
+            }
+            for job in try await jobs(harness) {
+                #expect(job.disposition == "moved")
+                let path = try #require(job.finalPath)
+                var st = stat()
+                let exists = (path + [0]).withUnsafeBufferPointer { $0.withMemoryRebound(to: CChar.self) { lstat($0.baseAddress!, &st) } } == 0
+                #expect(exists, "final_path points at a file that exists")
+            }
+            // logfmt quotes the value and escapes its backslash.
+            #expect(harness.daemon?.log.contains(#"file="\\xFF.bin""#) == true)
+        }
+    }
+
+    @Test("A spool directory that is itself a symlink is watched")
+    func symlinkedSpoolRoot() async throws {
+        try await withDaemonHarness(topLevel: ["rescan_interval = \"1h\""]) { harness in
+            let real = try harness.directory.makeDirectory("real-spool")
+            try FileManager.default.removeItem(atPath: harness.spoolPath())
+            symlink(real, harness.spoolPath())
+            try await harness.start()
+            try dropFile(Array("x".utf8), at: real + "/via-symlink.txt")
+            try await harness.waitForAccepted(1, timeout: .seconds(20))
+            #expect(harness.daemon?.log.contains("cannot watch") == false)
+        }
+    }
+
+    @Test("In a recursive spool, renamed and re-created subdirectories stay watched")
+    func recursiveRename() async throws {
+        let spool = TestSpool(options: ["recursive = true"])
+        try await withDaemonHarness(spools: [spool], topLevel: ["rescan_interval = \"1h\""]) { harness in
+            let root = harness.spoolPath()
+            try FileManager.default.createDirectory(atPath: root + "/sub", withIntermediateDirectories: true)
+            try await harness.start()
+            #expect(rename(root + "/sub", root + "/sub2") == 0)
+            try FileManager.default.createDirectory(atPath: root + "/sub", withIntermediateDirectories: true)
+            try dropFile(Array("a".utf8), at: root + "/sub2/a.txt")
+            try dropFile(Array("c".utf8), at: root + "/sub/c.txt")
+            try await harness.waitForAccepted(2, timeout: .seconds(20))
+            let paths = Set(try await jobs(harness).map(\.displayPath))
+            #expect(paths == ["sub2/a.txt", "sub/c.txt"])
+        }
+    }
+
+    @Test("SIGHUP does not stop the daemon")
+    func hangup() async throws {
+        try await withDaemonHarness { harness in
+            try await harness.start()
+            harness.daemon?.child.send(SIGHUP)
+            try await harness.daemon?.waitForLog("SIGHUP received")
+            try harness.drop("after-hup.txt", Array("x".utf8))
+            try await harness.waitForAccepted(1)
+        }
+    }
+
+    @Test("user:password in the URL becomes HTTP Basic authentication")
+    func urlCredentials() async throws {
+        let harness = try await DaemonHarness()
+        let url = "http://alice:s%3Acret@127.0.0.1:\(harness.receiver.port)/upload"
+        await harness.shutdown()
+        try await withDaemonHarness(url: nil) { second in
+            var config = try String(contentsOfFile: second.configPath, encoding: .utf8)
+            config = config.replacingOccurrences(of: second.receiver.url(path: "/upload/test"),
+                                                 with: url.replacingOccurrences(of: "\(harness.receiver.port)", with: "\(second.receiver.port)"))
+            try config.write(toFile: second.configPath, atomically: true, encoding: .utf8)
+            try await second.start()
+            try second.drop("a.txt", Array("x".utf8))
+            try await second.waitForAccepted(1)
+            let request = try #require(second.receiver.acceptedRequests.first)
+            #expect(request.header("Authorization") == "Basic " + Data("alice:s:cret".utf8).base64EncodedString())
+            #expect(second.daemon?.log.contains("s:cret") == false)
+            #expect(second.daemon?.log.contains("s%3Acret") == false)
+        }
+    }
+}
