@@ -15,7 +15,8 @@ build: deps
 	swift build
 
 release: deps
-	swift build -c release --product ferryd --product ferryctl
+	swift build -c release --product ferryd
+	swift build -c release --product ferryctl
 
 deps:
 	scripts/install-deps.sh

@@ -127,6 +127,7 @@ let package = Package(
         .executableTarget(
             name: "ferryd",
             dependencies: [
+                "CFerrySystem",
                 "FerryDaemon",
                 "FerryConfig",
                 "FerryReceiver",

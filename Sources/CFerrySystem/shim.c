@@ -4,6 +4,7 @@
 #include <unistd.h>
 #include <stdio.h>
 #include <string.h>
+#include <malloc.h>
 #include "CFerrySystem.h"
 
 ssize_t cferry_copy_file_range(int fd_in, int64_t *off_in, int fd_out, int64_t *off_out, size_t len) {
@@ -30,4 +31,9 @@ int cferry_rename_noreplace(int olddirfd, const char *oldpath, int newdirfd, con
 
 void *cferry_memmem(const void *haystack, size_t haystacklen, const void *needle, size_t needlelen) {
     return memmem(haystack, haystacklen, needle, needlelen);
+}
+
+void cferry_tune_malloc(void) {
+    mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+    mallopt(M_ARENA_MAX, 2);
 }

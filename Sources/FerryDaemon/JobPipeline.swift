@@ -126,6 +126,9 @@ final class JobPipeline: Sendable {
         switch prepared {
         case .ready(let built):
             body = built
+            log.debug("body built", metadata: [
+                "bytes": "\(built.contentLength)", "duration_ms": "\(Int(Date().timeIntervalSince(startedAt) * 1000))",
+            ])
         case .interrupted:
             try await records.finish(job, startedAt: startedAt, now: Date(), bytesSent: 0,
                                    transition: .interrupted(at: Date(), reason: "interrupted by shutdown"))

@@ -24,14 +24,17 @@ public final class Receiver: Sendable {
     /// Starts listening. The receiver only binds to the address given; tests use 127.0.0.1.
     /// - Parameters:
     ///   - plan: decides per request what to do; `nil` stores everything and answers 201.
+    ///   - discard: parse bodies but neither store nor hash file parts (a fast sink for benchmarks;
+    ///     sizes are still recorded).
     public static func start(
         host: String = "127.0.0.1", port: Int = 0, directory: String,
         group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
         plan: (@Sendable (RequestInfo) -> ReceiverAction)? = nil,
+        discard: Bool = false,
         logger: Logger = Logger(label: "ferry.receiver")
     ) async throws -> Receiver {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        let core = ReceiverCore(directory: directory, plan: plan, logger: logger)
+        let core = ReceiverCore(directory: directory, plan: plan, discard: discard, logger: logger)
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 512)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -83,6 +86,8 @@ final class ReceiverCore: Sendable {
     let directory: String
     let logger: Logger
     let state: Mutex<State>
+    /// Parse only: no files written, no hashes.
+    let discard: Bool
 
     struct State {
         var requests: [ReceivedRequest] = []
@@ -91,8 +96,9 @@ final class ReceiverCore: Sendable {
         var channels: [ObjectIdentifier: any Channel] = [:]
     }
 
-    init(directory: String, plan: (@Sendable (RequestInfo) -> ReceiverAction)?, logger: Logger) {
+    init(directory: String, plan: (@Sendable (RequestInfo) -> ReceiverAction)?, discard: Bool = false, logger: Logger) {
         self.directory = directory
+        self.discard = discard
         self.logger = logger
         state = Mutex(State(plan: plan))
     }

@@ -53,11 +53,15 @@ final class ReceiverHandler: ChannelInboundHandler {
         var size: Int64 = 0
         var writeError: String?
 
-        init(fieldName: String, filenameParameter: String?, contentType: String?, directory: String) {
+        /// Count the bytes only (the receiver's discard mode).
+        let countOnly: Bool
+
+        init(fieldName: String, filenameParameter: String?, contentType: String?, directory: String, countOnly: Bool = false) {
             self.fieldName = fieldName
             self.filenameParameter = filenameParameter
             self.contentType = contentType
-            if filenameParameter != nil {
+            self.countOnly = countOnly && filenameParameter != nil
+            if filenameParameter != nil && !countOnly {
                 let path = directory + "/.receiving-\(UUID().uuidString)"
                 temporaryPath = path
                 fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
@@ -69,6 +73,7 @@ final class ReceiverHandler: ChannelInboundHandler {
 
         func append(_ bytes: UnsafeRawBufferPointer) {
             size += Int64(bytes.count)
+            if countOnly { return }
             guard temporaryPath != nil else {
                 text.append(contentsOf: bytes)
                 return
@@ -89,7 +94,7 @@ final class ReceiverHandler: ChannelInboundHandler {
         }
 
         var textValue: String { String(decoding: text, as: UTF8.self) }
-        var digest: String { hasher.finalize().map { String(format: "%02x", $0) }.joined() }
+        var digest: String { countOnly ? "" : hasher.finalize().map { String(format: "%02x", $0) }.joined() }
 
         func finish() { if fd >= 0 { close(fd); fd = -1 } }
 
@@ -145,7 +150,7 @@ final class ReceiverHandler: ChannelInboundHandler {
                 let name = head.uri.split(separator: "?").first.flatMap { $0.split(separator: "/").last }.map(String.init) ?? "upload"
                 request.rawBody = PartSink(
                     fieldName: "", filenameParameter: name.removingPercentEncoding ?? name,
-                    contentType: head.headers.first(name: "Content-Type"), directory: core.directory)
+                    contentType: head.headers.first(name: "Content-Type"), directory: core.directory, countOnly: core.discard)
             }
         }
         self.request = request
@@ -229,7 +234,8 @@ final class ReceiverHandler: ChannelInboundHandler {
             let (_, parameters) = HeaderParameters.parse(disposition)
             request.currentPart = PartSink(
                 fieldName: parameters["name"] ?? "", filenameParameter: parameters["filename"],
-                contentType: headers.first { $0.name == "content-type" }?.value, directory: core.directory)
+                contentType: headers.first { $0.name == "content-type" }?.value, directory: core.directory,
+                countOnly: core.discard)
         case .partData(let bytes):
             request.currentPart?.append(bytes)
         case .partEnd:

@@ -83,7 +83,7 @@ public struct TransportFailure: Error, Sendable, CustomStringConvertible {
 }
 
 /// Sends request bodies from files over HTTP/1.1 or HTTP/2 (TLS with ALPN), on AsyncHTTPClient's
-/// pooled keep-alive connections. The body is streamed in 1 MiB chunks, so memory does not grow
+/// pooled keep-alive connections. The body is streamed in 64 KiB chunks, so memory does not grow
 /// with the file; redirects are not followed (a redirected POST can silently lose its body).
 public final class Uploader: Sendable {
     let client: HTTPClient
@@ -91,8 +91,11 @@ public final class Uploader: Sendable {
 
     /// How much of a response body is kept.
     public static let responseLimit = 64 * 1024
-    /// Chunk size when streaming a body file.
-    static let chunkLength = ByteCount.mebibytes(1)
+    /// Chunk size when streaming a body file. 64 KiB chunks stay below the daemon's fixed malloc mmap
+    /// threshold (128 KiB), so freed chunks are reused instead of each new one faulting in fresh
+    /// pages; measured on loopback, this sends 1 GiB as fast as curl while peak RSS stays within a
+    /// few MiB of idle (bench/core.sh).
+    static let chunkLength = ByteCount.kibibytes(64)
 
     public init(settings: TransportSettings) throws {
         self.settings = settings

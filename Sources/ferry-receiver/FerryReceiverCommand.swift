@@ -19,8 +19,11 @@ struct FerryReceiverCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("Where received files are stored.", valueName: "path"))
     var directory: String
 
+    @Flag(help: "Parse uploads but store and hash nothing (a fast sink for benchmarks).")
+    var discard = false
+
     func run() async throws {
-        let receiver = try await Receiver.start(host: host, port: port, directory: directory)
+        let receiver = try await Receiver.start(host: host, port: port, directory: directory, discard: discard)
         let signals = await UnixSignalsSequence(trapping: .sigint, .sigterm)
         FileHandle.standardOutput.write(Data("listening on http://\(host):\(receiver.port)\n".utf8))
         for await _ in signals { break }

@@ -1,4 +1,5 @@
 import ArgumentParser
+import CFerrySystem
 import FerryConfig
 import FerryDaemon
 import FerrySystem
@@ -64,6 +65,8 @@ func loadConfiguration(_ path: String) throws -> FerryConfiguration {
 
 /// Runs the daemon until SIGTERM or SIGINT, exiting with a code that says why it stopped early.
 func runDaemon(_ configuration: FerryConfiguration, onReady: @escaping @Sendable () -> Void = {}) async throws {
+    // Transfer buffers go back to the kernel when freed, so memory does not grow with file size.
+    cferry_tune_malloc()
     LoggingSystem.bootstrap { LogfmtLogHandler(label: $0, level: configuration.logLevel) }
     let logger = Logger(label: "ferryd")
     let daemon = FerryDaemon(configuration: configuration, logger: logger, onReady: onReady)

@@ -50,6 +50,11 @@ int cferry_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid);
 /// renameat2(2) with RENAME_NOREPLACE: fails with EEXIST instead of replacing an existing target.
 int cferry_rename_noreplace(int olddirfd, const char *oldpath, int newdirfd, const char *newpath);
 
+/// Tunes glibc malloc for a long-running streaming daemon: a fixed mmap threshold of 128 KiB (so
+/// large transfer buffers are returned to the kernel when freed, instead of the threshold creeping up
+/// and freed buffers piling up in heap arenas) and at most two arenas.
+void cferry_tune_malloc(void);
+
 /// memmem(3): the first occurrence of `needle` in `haystack`, or NULL.
 void *cferry_memmem(const void *haystack, size_t haystacklen, const void *needle, size_t needlelen);
 
