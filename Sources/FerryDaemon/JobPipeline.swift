@@ -137,9 +137,7 @@ final class JobPipeline: Sendable {
         case .changed(let identity):
             let deadline = job.createdAt.addingTimeInterval(spool.configuration.retry.maxAge.seconds)
             if Date() >= deadline {
-                let failed = try await records.fail(job, now: Date(), error: "gave up: the file kept changing for max_age (\(DurationParser.format(spool.configuration.retry.maxAge)))")
-                log.error("giving up on a file that never stops changing")
-                await disposer.dispose(failed, spool: spool.configuration, files: spool.files)
+                try await giveUpOn(job, spool: spool, reason: "gave up: the file kept changing for max_age (\(DurationParser.format(spool.configuration.retry.maxAge)))", log: log)
                 return
             }
             // Written again since it was queued. The new content is a new upload, under a new job and
@@ -160,9 +158,7 @@ final class JobPipeline: Sendable {
             // server: it does not use up an attempt. Wait 15–30 s and try again, until max_age.
             let deadline = job.createdAt.addingTimeInterval(spool.configuration.retry.maxAge.seconds)
             if Date() >= deadline {
-                let failed = try await records.fail(job, now: Date(), error: "gave up: not delivered within max_age: \(reason)")
-                log.error("giving up on the file", metadata: ["reason": "\(reason)"])
-                await disposer.dispose(failed, spool: spool.configuration, files: spool.files)
+                try await giveUpOn(job, spool: spool, reason: "gave up: not delivered within max_age: \(reason)", log: log)
                 return
             }
             let ceiling = min(spool.configuration.retry.maxDelay, .seconds(30)).seconds
@@ -237,11 +233,7 @@ final class JobPipeline: Sendable {
             giveUp = "gave up: not delivered within max_age (\(DurationParser.format(policy.maxAge))): \(error)"
         }
         if let giveUp {
-            let failed = try await records.finish(job, startedAt: startedAt, now: now, bytesSent: bytesSent, transition: .failed(
-                error: giveUp, status: status, body: body, contentType: contentType))
-            log.error("giving up on the file", metadata: ["reason": "\(giveUp)"])
-            forgetBody(of: job)
-            await disposer.dispose(failed, spool: spool.configuration, files: spool.files)
+            try await giveUpOn(job, spool: spool, reason: giveUp, log: log, attempt: (startedAt, bytesSent, status, body, contentType))
             return
         }
         var delay = spool.backoff.delay(forRetry: job.attempts)
@@ -250,11 +242,7 @@ final class JobPipeline: Sendable {
             if now.addingTimeInterval(asked.seconds) > deadline {
                 // The server asks us to wait past the file's max_age: give up now rather than early.
                 let reason = "gave up: the server asked to retry after \(DurationParser.format(asked)), past max_age: \(error)"
-                let failed = try await records.finish(job, startedAt: startedAt, now: now, bytesSent: bytesSent, transition: .failed(
-                    error: reason, status: status, body: body, contentType: contentType))
-                log.error("giving up on the file", metadata: ["reason": "\(reason)"])
-                forgetBody(of: job)
-                await disposer.dispose(failed, spool: spool.configuration, files: spool.files)
+                try await giveUpOn(job, spool: spool, reason: reason, log: log, attempt: (startedAt, bytesSent, status, body, contentType))
                 return
             }
             delay = max(delay, asked)
@@ -267,6 +255,24 @@ final class JobPipeline: Sendable {
         log.warning("upload attempt failed; will retry", metadata: [
             "error": "\(error)", "attempt": "\(attemptsMade)", "retry_in_ms": "\(Int(next.timeIntervalSince(now) * 1000))",
         ])
+    }
+
+    /// Fails the job for good — recording the attempt that ended it, if there was one — and moves
+    /// its file to the failed directory.
+    private func giveUpOn(
+        _ job: Job, spool: SpoolRuntime, reason: String, log: Logger,
+        attempt: (startedAt: Date, bytesSent: Int64, status: Int?, body: [UInt8]?, contentType: String?)? = nil
+    ) async throws {
+        let failed: Job
+        if let attempt {
+            failed = try await records.finish(job, startedAt: attempt.startedAt, now: Date(), bytesSent: attempt.bytesSent, transition: .failed(
+                error: reason, status: attempt.status, body: attempt.body, contentType: attempt.contentType))
+        } else {
+            failed = try await records.fail(job, now: Date(), error: reason)
+        }
+        log.error("giving up on the file", metadata: ["reason": "\(reason)"])
+        forgetBody(of: job)
+        await disposer.dispose(failed, spool: spool.configuration, files: spool.files)
     }
 
     // MARK: Body

@@ -254,9 +254,7 @@ public final class JobStore: Sendable {
             job.state = .done
             job.finishedAt = now
             job.nextAttemptAt = nil
-            job.responseStatus = status
-            job.responseBody = Array(body.prefix(Self.responseExcerptLimit))
-            job.responseContentType = contentType
+            job.keepResponse(status: status, body: body, contentType: contentType)
             job.lastError = nil
         case .retry(let at, let error, let status, let body, let contentType):
             counts = true
@@ -266,11 +264,7 @@ public final class JobStore: Sendable {
             job.state = .retrying
             job.nextAttemptAt = at
             job.lastError = error
-            if let status {
-                job.responseStatus = status
-                job.responseBody = body.map { Array($0.prefix(Self.responseExcerptLimit)) }
-                job.responseContentType = contentType
-            }
+            job.keepResponse(status: status, body: body, contentType: contentType)
         case .failed(let error, let status, let body, let contentType):
             counts = true
             attempt.outcome = .failure
@@ -280,11 +274,7 @@ public final class JobStore: Sendable {
             job.finishedAt = now
             job.nextAttemptAt = nil
             job.lastError = error
-            if let status {
-                job.responseStatus = status
-                job.responseBody = body.map { Array($0.prefix(Self.responseExcerptLimit)) }
-                job.responseContentType = contentType
-            }
+            job.keepResponse(status: status, body: body, contentType: contentType)
         case .interrupted(let at, let reason):
             counts = false
             attempt.outcome = .interrupted
@@ -451,4 +441,14 @@ public final class JobStore: Sendable {
 
     /// Closes the database.
     public func close() throws { try pool.close() }
+}
+
+extension Job {
+    /// Keeps the server's answer (its first 64 KiB) with the job, when there was one.
+    mutating func keepResponse(status: Int?, body: [UInt8]?, contentType: String?) {
+        guard let status else { return }
+        responseStatus = status
+        responseBody = body.map { Array($0.prefix(JobStore.responseExcerptLimit)) }
+        responseContentType = contentType
+    }
 }
