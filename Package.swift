@@ -98,6 +98,7 @@ let package = Package(
             name: "FerryReceiver",
             dependencies: [
                 "CFerrySystem",
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -157,6 +158,7 @@ let package = Package(
             name: "FerryTestSupport",
             dependencies: [
                 "FerryReceiver",
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 "FerryQueue",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what building (and, with --test, testing) Ferry needs on a Debian/Ubuntu machine:
 #   build: the SQLite headers GRDB links against (libsqlite3-dev), pkg-config
-#   test:  Werkzeug and python-multipart (independent multipart parsers the tests upload to), curl
+#   test:  Werkzeug and python-multipart (independent multipart parsers the tests upload to), curl,
+#          openssl (makes a test CA for the TLS tests)
 # Safe to run repeatedly; installs only what is missing. Uses sudo when not root.
 set -euo pipefail
 
@@ -21,6 +22,7 @@ packages=()
 command -v pkg-config >/dev/null 2>&1 || packages+=(pkg-config)
 if $want_test; then
     command -v curl >/dev/null 2>&1 || packages+=(curl)
+    command -v openssl >/dev/null 2>&1 || packages+=(openssl)   # test certificates for TLS tests
     command -v python3 >/dev/null 2>&1 || packages+=(python3 python3-pip)
 fi
 if (( ${#packages[@]} )); then

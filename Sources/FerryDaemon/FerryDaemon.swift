@@ -89,7 +89,7 @@ public final class FerryDaemon: Service, Sendable {
 
         await chores.finishPendingDispositions()
 
-        try await withGracefulShutdownHandler {
+        await withGracefulShutdownHandler {
             await withDiscardingTaskGroup { group in
                 // SIGHUP would otherwise end the process; configuration reload is not in this release.
                 let hangups = await UnixSignalsSequence(trapping: .sighup)

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import NIOCore
 import NIOPosix
+import NIOSSL
 import Synchronization
 
 /// A real HTTP/1.1 server on loopback that receives uploads: it parses `multipart/form-data`
@@ -26,15 +27,18 @@ public final class Receiver: Sendable {
     ///   - plan: decides per request what to do; `nil` stores everything and answers 201.
     ///   - discard: parse bodies but neither store nor hash file parts (a fast sink for benchmarks;
     ///     sizes are still recorded).
+    ///   - tls: serve HTTPS with this certificate and key (tests use a CA they make themselves).
     public static func start(
         host: String = "127.0.0.1", port: Int = 0, directory: String,
         group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
         plan: (@Sendable (RequestInfo) -> ReceiverAction)? = nil,
         discard: Bool = false,
+        tls: TLSConfiguration? = nil,
         logger: Logger = Logger(label: "ferry.receiver")
     ) async throws -> Receiver {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         let core = ReceiverCore(directory: directory, plan: plan, discard: discard, logger: logger)
+        let sslContext = try tls.map { try NIOSSLContext(configuration: $0) }
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 512)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
@@ -42,24 +46,31 @@ public final class Receiver: Sendable {
             .childChannelInitializer { channel in
                 core.track(channel)
                 return channel.eventLoop.makeCompletedFuture {
+                    if let sslContext {
+                        try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: sslContext))
+                    }
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
                     try channel.pipeline.syncOperations.addHandler(ReceiverHandler(core: core))
                 }
             }
         let channel = try await bootstrap.bind(host: host, port: port).get()
-        return Receiver(host: host, port: channel.localAddress?.port ?? port, directory: directory, channel: channel, core: core)
+        return Receiver(host: host, port: channel.localAddress?.port ?? port, directory: directory, channel: channel, core: core,
+                        scheme: tls == nil ? "http" : "https")
     }
 
-    private init(host: String, port: Int, directory: String, channel: any Channel, core: ReceiverCore) {
+    private let scheme: String
+
+    private init(host: String, port: Int, directory: String, channel: any Channel, core: ReceiverCore, scheme: String) {
         self.host = host
         self.port = port
         self.directory = directory
         self.channel = channel
         self.core = core
+        self.scheme = scheme
     }
 
-    /// `http://host:port` + `path`.
-    public func url(path: String = "/upload") -> String { "http://\(host):\(port)\(path)" }
+    /// `http://host:port` (or `https://`) + `path`.
+    public func url(path: String = "/upload") -> String { "\(scheme)://\(host):\(port)\(path)" }
 
     /// Replaces the plan for requests that arrive from now on.
     public func setPlan(_ plan: (@Sendable (RequestInfo) -> ReceiverAction)?) {

@@ -228,7 +228,11 @@ public final class Uploader: Sendable {
             }
         }
         if let error = error as? NIOSSLError {
-            return TransportFailure(kind: .tls, message: "TLS with \(host) failed: \(error)")
+            let text = "\(error)"
+            if text.contains("CERTIFICATE_VERIFY_FAILED") {
+                return TransportFailure(kind: .tls, message: "the certificate of \(host) is not trusted (verification failed); for a private CA, set ca_file")
+            }
+            return TransportFailure(kind: .tls, message: "TLS with \(host) failed: \(text)")
         }
         if let error = error as? IOError {
             return TransportFailure(kind: .io, message: "connection to \(host) failed: \(error.description)")

@@ -203,3 +203,38 @@ struct UploaderTests {
         #expect(body.count == Uploader.responseLimit)
     }
 }
+
+@Suite("TLS")
+struct TLSTests {
+    let logger = Logger(label: "test")
+
+    @Test("Certificates are verified: an unknown CA is refused, and trusted once given as ca_file")
+    func verification() async throws {
+        let directory = try TemporaryDirectory()
+        let certificates = try TestCertificates(in: directory.url("pki"))
+        let receiver = try await Receiver.start(directory: directory.url("r"), tls: try certificates.serverConfiguration())
+        defer { Task { try? await receiver.stop() } }
+        let (request, bytes) = try bodyRequest(directory, url: receiver.url(), size: 100_000)
+        #expect(request.url.hasPrefix("https://127.0.0.1:"))
+
+        let strict = try Uploader(settings: TransportSettings(connectTimeout: .seconds(5)))
+        let refused = await strict.send(request, logger: logger)
+        try await strict.shutdown()
+        guard case .failed(let failure, _) = refused else {
+            Issue.record("a certificate from an unknown CA was accepted: \(refused)")
+            return
+        }
+        #expect(failure.kind == .tls)
+        #expect(failure.message.contains("is not trusted"), "\(failure)")
+        #expect(receiver.acceptedRequests.isEmpty)
+
+        let trusting = try Uploader(settings: TransportSettings(caFile: certificates.caFile))
+        let accepted = await trusting.send(request, logger: logger)
+        try await trusting.shutdown()
+        guard case .response(201, _, _, _) = accepted else {
+            Issue.record("expected 201 over TLS with ca_file, got \(accepted)")
+            return
+        }
+        #expect(receiver.acceptedRequests.first?.files.first?.sha256 == sha256Hex(bytes))
+    }
+}
