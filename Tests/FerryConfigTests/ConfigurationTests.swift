@@ -240,17 +240,19 @@ struct ConfigurationTests {
             """)
         #expect(nested.map(\.keyPath) == ["spool[1].directory"])
         #expect(nested.first?.message.contains("would be uploaded twice") == true)
-        // Not recursive, or inside a dot-directory: fine.
-        _ = try? loader().parse("""
-            [[spool]]
-            name = "outer"
-            directory = "/srv/spool"
-            url = "https://example.org/a"
-            [[spool]]
-            name = "inner"
-            directory = "/srv/spool/inner"
-            url = "https://example.org/b"
-            """, path: "/x.toml")
+        // Not recursive: fine (the outer spool never enters subdirectories).
+        #expect(throws: Never.self) {
+            _ = try loader().parse("""
+                [[spool]]
+                name = "outer"
+                directory = "/srv/spool"
+                url = "https://example.org/a"
+                [[spool]]
+                name = "inner"
+                directory = "/srv/spool/inner"
+                url = "https://example.org/b"
+                """, path: "/x.toml")
+        }
         let crossed = issues("""
             [[spool]]
             name = "a"

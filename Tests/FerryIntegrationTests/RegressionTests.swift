@@ -154,21 +154,18 @@ struct RegressionTests {
 
     @Test("user:password in the URL becomes HTTP Basic authentication")
     func urlCredentials() async throws {
-        let harness = try await DaemonHarness()
-        let url = "http://alice:s%3Acret@127.0.0.1:\(harness.receiver.port)/upload"
-        await harness.shutdown()
-        try await withDaemonHarness(url: nil) { second in
-            var config = try String(contentsOfFile: second.configPath, encoding: .utf8)
-            config = config.replacingOccurrences(of: second.receiver.url(path: "/upload/test"),
-                                                 with: url.replacingOccurrences(of: "\(harness.receiver.port)", with: "\(second.receiver.port)"))
-            try config.write(toFile: second.configPath, atomically: true, encoding: .utf8)
-            try await second.start()
-            try second.drop("a.txt", Array("x".utf8))
-            try await second.waitForAccepted(1)
-            let request = try #require(second.receiver.acceptedRequests.first)
+        try await withDaemonHarness { harness in
+            let plain = harness.receiver.url(path: "/upload/test")
+            let withCredentials = plain.replacingOccurrences(of: "http://", with: "http://alice:s%3Acret@")
+            let config = try String(contentsOfFile: harness.configPath, encoding: .utf8)
+            try config.replacingOccurrences(of: plain, with: withCredentials).write(toFile: harness.configPath, atomically: true, encoding: .utf8)
+            try await harness.start()
+            try harness.drop("a.txt", Array("x".utf8))
+            try await harness.waitForAccepted(1)
+            let request = try #require(harness.receiver.acceptedRequests.first)
             #expect(request.header("Authorization") == "Basic " + Data("alice:s:cret".utf8).base64EncodedString())
-            #expect(second.daemon?.log.contains("s:cret") == false)
-            #expect(second.daemon?.log.contains("s%3Acret") == false)
+            #expect(harness.daemon?.log.contains("s:cret") == false)
+            #expect(harness.daemon?.log.contains("s%3Acret") == false)
         }
     }
 }
