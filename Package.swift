@@ -10,6 +10,7 @@
 //   FerryTransport  sends a body over HTTP(S) (AsyncHTTPClient), retry rules  transport
 //   FerryDaemon     composes the above: scheduler, pipeline, disposition      disposition
 //
+// FerryControl is the control protocol (NDJSON over a Unix socket) shared by ferryd and ferryctl.
 // FerryConfig parses ferry.toml; FerryReceiver is a loopback multipart receiver used by
 // `ferryd demo`, the tests and the benchmarks; FerrySystem holds the POSIX file helpers the
 // others share, and CFerrySystem the few Linux calls Glibc's Swift overlay does not import
@@ -107,9 +108,17 @@ let package = Package(
             ]
         ),
         .target(
+            name: "FerryControl",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ]
+        ),
+        .target(
             name: "FerryDaemon",
             dependencies: [
                 "CFerrySystem",
+                "FerryControl",
                 "FerrySystem",
                 "FerryConfig",
                 "FerryMultipart",
@@ -141,7 +150,9 @@ let package = Package(
         .executableTarget(
             name: "ferryctl",
             dependencies: [
+                "FerryControl",
                 "FerrySystem",
+                .product(name: "TOMLKit", package: "TOMLKit"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -157,6 +168,7 @@ let package = Package(
         .target(
             name: "FerryTestSupport",
             dependencies: [
+                "FerryControl",
                 "FerryReceiver",
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 "FerryQueue",
@@ -187,6 +199,7 @@ let package = Package(
         .testTarget(
             name: "FerryIntegrationTests",
             dependencies: [
+                "FerryControl",
                 "FerryTestSupport",
                 "FerryReceiver",
                 "FerryQueue",
