@@ -15,15 +15,7 @@ ssize_t cferry_copy_file_range(int fd_in, int64_t *off_in, int fd_out, int64_t *
     return n;
 }
 
-int cferry_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid) {
-    struct ucred cred;
-    socklen_t len = sizeof(cred);
-    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return -1;
-    *pid = cred.pid;
-    *uid = cred.uid;
-    *gid = cred.gid;
-    return 0;
-}
+_Static_assert(sizeof(cferry_ucred) == sizeof(struct ucred), "cferry_ucred must match struct ucred");
 
 int cferry_rename_noreplace(int olddirfd, const char *oldpath, int newdirfd, const char *newpath) {
     return renameat2(olddirfd, oldpath, newdirfd, newpath, RENAME_NOREPLACE);

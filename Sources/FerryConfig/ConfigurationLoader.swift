@@ -154,7 +154,7 @@ final class LoadContext {
 
     static let topLevelKeys: Set<String> = [
         "state_directory", "control_socket", "max_concurrent_uploads", "log_level", "shutdown_timeout",
-        "rescan_interval", "spool",
+        "rescan_interval", "spool", "control_group", "control_read_only_for_others", "control_idle_timeout",
     ]
     static let spoolKeys: Set<String> = [
         "name", "directory", "recursive", "url", "method", "file_field", "file_content_type", "settle",
@@ -186,6 +186,16 @@ final class LoadContext {
         }
         let shutdownTimeout = reader.duration("shutdown_timeout", minimum: .zero) ?? .seconds(30)
         let rescanInterval = reader.duration("rescan_interval", minimum: .seconds(1)) ?? .seconds(300)
+        var control = ControlAccess()
+        if let group = reader.string("control_group") {
+            if let gid = ControlAccess.groupID(named: group) {
+                control.group = ControlAccess.Group(name: group, id: gid)
+            } else {
+                report(KeyPath().appending("control_group"), "no group named \"\(group)\" exists on this system; create it (groupadd \(group)) or remove the key")
+            }
+        }
+        control.readOnlyForOthers = reader.bool("control_read_only_for_others") ?? true
+        control.idleTimeout = reader.duration("control_idle_timeout", minimum: .seconds(1)) ?? .seconds(60)
 
         var spools: [SpoolConfiguration] = []
         if let tables = reader.arrayOfTables("spool") {
@@ -203,7 +213,7 @@ final class LoadContext {
         return FerryConfiguration(
             path: file, stateDirectory: stateDirectory, controlSocket: controlSocket,
             maxConcurrentUploads: maxConcurrent, logLevel: logLevel, shutdownTimeout: shutdownTimeout,
-            rescanInterval: rescanInterval, spools: spools)
+            rescanInterval: rescanInterval, spools: spools, control: control)
     }
 
     private func spool(from reader: TableReader) -> SpoolConfiguration? {

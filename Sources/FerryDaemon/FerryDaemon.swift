@@ -1,4 +1,5 @@
 import FerryConfig
+import FerryControl
 import FerryMultipart
 import FerryQueue
 import FerrySpool
@@ -6,6 +7,7 @@ import FerrySystem
 import FerryTransport
 import Foundation
 import Logging
+import NIOCore
 import ServiceLifecycle
 import Synchronization
 import UnixSignals
@@ -49,75 +51,94 @@ public final class FerryDaemon: Service, Sendable {
             ])
         }
 
-        // One uploader (connection pool) per distinct transport setting.
-        var uploaders: [TransportSettings: Uploader] = [:]
-        var spools: [String: SpoolRuntime] = [:]
-        for spool in configuration.spools {
-            let settings = TransportSettings(caFile: spool.caFile, connectTimeout: spool.connectTimeout, noProgressTimeout: spool.noProgressTimeout)
-            let uploader: Uploader
-            if let existing = uploaders[settings] {
-                uploader = existing
-            } else {
-                do {
-                    uploader = try Uploader(settings: settings)
-                } catch {
-                    throw DaemonError.other("spool \(spool.name): cannot set up TLS: \(error)")
-                }
-                uploaders[settings] = uploader
-            }
-            spools[spool.name] = SpoolRuntime(configuration: spool, uploader: uploader)
-        }
-        defer {
-            for uploader in uploaders.values { try? uploader.syncShutdown() }
-        }
-
+        let uploaders = UploaderPool()
+        defer { uploaders.shutdown() }
+        let registry = SpoolRegistry(try uploaders.runtimes(for: configuration))
+        let runtime = DaemonRuntime(configuration: configuration)
         let intake = Intake(store: store, logger: logger)
-        let runtimes = spools
         let io = BlockingIO(threads: configuration.maxConcurrentUploads)
+        let activity = ActiveJobs()
         let pipeline = JobPipeline(
-            store: store, bodies: BodyBuilder(directory: state.bodiesPath), spools: runtimes, logger: logger, io: io,
+            store: store, bodies: BodyBuilder(directory: state.bodiesPath), spools: registry, activity: activity, logger: logger, io: io,
             requeue: { spool, path in
-                guard let runtime = runtimes[spool], let status = runtime.files.status(path), status.kind == .regular else { return }
+                guard let runtime = registry[spool], let status = runtime.files.status(path), status.kind == .regular else { return }
                 await intake.submit(spool: spool, files: [SpoolFile(relativePath: path, status: status)])
             })
         let chores = Chores(store: store, pipeline: pipeline, logger: logger)
+        let paused = (try? await store.pausedSpools()) ?? []
+        if !paused.isEmpty {
+            logger.notice("uploads are paused (ferryctl resume to continue)", metadata: ["spools": "\(paused.sorted().joined(separator: ","))"])
+        }
         let scheduler = Scheduler(
-            store: store, pipeline: pipeline, maxConcurrentUploads: configuration.maxConcurrentUploads, logger: logger,
+            store: store, pipeline: pipeline, maxConcurrentUploads: configuration.maxConcurrentUploads, paused: paused, logger: logger,
             onTurn: { await chores.runIfDue() })
         intake.onQueued = { scheduler.wake() }
         self.scheduler.withLock { $0 = scheduler }
+        let meter = ThroughputMeter()
+        let control = ControlServer(
+            path: configuration.controlSocket, access: configuration.control,
+            service: ControlService(store: store, runtime: runtime, scheduler: scheduler, pipeline: pipeline, meter: meter, logger: logger),
+            logger: logger)
+        let listener: (NIOAsyncChannel<NIOAsyncChannel<ControlFrame, ByteBuffer>, Never>, created: Bool)
+        do {
+            listener = try await control.bind()
+        } catch let error as DaemonError {
+            throw error
+        } catch {
+            throw DaemonError.other("cannot listen on control_socket \(configuration.controlSocket): \(error)")
+        }
 
         await chores.finishPendingDispositions()
 
         await withGracefulShutdownHandler {
             await withDiscardingTaskGroup { group in
-                // SIGHUP would otherwise end the process; configuration reload is not in this release.
+                group.addTask { await control.serve(listener.0, created: listener.created) }
+                group.addTask {
+                    while !Task.isCancelled {
+                        meter.sample(total: activity.totalBytesSent.load(ordering: .relaxed))
+                        try? await Task.sleep(for: .seconds(1))
+                    }
+                }
+                // Watchers: each scans its spool once, then follows events. A reload stops some and starts others.
+                let (starts, startWatcher) = AsyncStream.makeStream(of: (SpoolWatcher, @Sendable () -> Void).self)
+                group.addTask {
+                    await withDiscardingTaskGroup { watchers in
+                        for await (watcher, scanned) in starts {
+                            watchers.addTask {
+                                await watcher.run(
+                                    deliver: { files in await intake.submit(spool: watcher.settings.name, files: files) },
+                                    scanned: scanned)
+                            }
+                        }
+                        watchers.cancelAll()
+                    }
+                }
+                let scanned = ScanCountdown(count: configuration.spools.count)
+                for spool in configuration.spools {
+                    let watcher = Self.watcher(for: spool, rescanInterval: configuration.rescanInterval, logger: logger)
+                    runtime.setWatcher(watcher, for: spool.name)
+                    startWatcher.yield((watcher, { scanned.done() }))
+                }
+                runtime.setReloader { reason in
+                    try await self.reload(runtime: runtime, registry: registry, uploaders: uploaders, scheduler: scheduler,
+                                          startWatcher: { startWatcher.yield(($0, {})) }, reason: reason)
+                }
+                // SIGHUP reloads the configuration, as `ferryctl reload` does.
                 let hangups = await UnixSignalsSequence(trapping: .sighup)
                 group.addTask {
                     for await _ in hangups {
-                        self.logger.notice("SIGHUP received; reloading the configuration is not supported yet: restart ferryd to apply changes")
-                    }
-                }
-                // Watchers: each scans its spool once, then follows events.
-                let scanned = ScanCountdown(count: configuration.spools.count)
-                for spool in configuration.spools {
-                    let watcher = SpoolWatcher(settings: SpoolWatchSettings(
-                        name: spool.name, directory: spool.directory, recursive: spool.recursive, settle: spool.settle,
-                        rescanInterval: configuration.rescanInterval,
-                        excludedDirectories: [spool.sentDirectory, spool.failedDirectory]), logger: logger)
-                    group.addTask {
-                        await watcher.run(
-                            deliver: { files in await intake.submit(spool: spool.name, files: files) },
-                            scanned: { scanned.done() })
+                        _ = try? await runtime.reload(reason: "SIGHUP")
                     }
                 }
                 await scanned.wait()
                 logger.info("ready", metadata: [
                     "spools": "\(configuration.spools.map(\.name).joined(separator: ","))",
                     "state_directory": "\(configuration.stateDirectory)",
+                    "control_socket": "\(configuration.controlSocket)",
                 ])
                 onReady()
-                await scheduler.run(shutdownTimeout: configuration.shutdownTimeout)
+                await scheduler.run(shutdownTimeout: { runtime.configuration.shutdownTimeout })
+                startWatcher.finish()
                 group.cancelAll()
             }
         } onGracefulShutdown: {
@@ -126,6 +147,143 @@ public final class FerryDaemon: Service, Sendable {
         }
         await io.shutdown()
         logger.info("stopped")
+    }
+
+    static func watcher(for spool: SpoolConfiguration, rescanInterval: Duration, logger: Logger) -> SpoolWatcher {
+        SpoolWatcher(settings: SpoolWatchSettings(
+            name: spool.name, directory: spool.directory, recursive: spool.recursive, settle: spool.settle,
+            rescanInterval: rescanInterval, excludedDirectories: [spool.sentDirectory, spool.failedDirectory]), logger: logger)
+    }
+
+    /// Re-reads the configuration file and applies what can change while running: spools (added,
+    /// removed, changed), `max_concurrent_uploads`, `rescan_interval` and `shutdown_timeout`. An
+    /// invalid file changes nothing. Uploads in flight finish with the settings they started with.
+    private func reload(
+        runtime: DaemonRuntime, registry: SpoolRegistry, uploaders: UploaderPool, scheduler: Scheduler,
+        startWatcher: @Sendable (SpoolWatcher) -> Void, reason: String
+    ) async throws -> ReloadResult {
+        let old = runtime.configuration
+        let new: FerryConfiguration
+        do {
+            new = try ConfigurationLoader.fromProcessEnvironment().load(path: old.path)
+        } catch {
+            logger.error("configuration reload rejected; the running configuration stays", metadata: ["reason": "\(reason)", "error": "\(error)"])
+            throw ControlError(.invalidConfiguration, "\(old.path) is invalid; the running configuration stays:\n\(error)")
+        }
+        let runtimes: [String: SpoolRuntime]
+        do {
+            runtimes = try uploaders.runtimes(for: new)
+        } catch {
+            throw ControlError(.invalidConfiguration, "\(error); the running configuration stays")
+        }
+        var applied: [String] = []
+        var restart: [String] = []
+        if new.stateDirectory != old.stateDirectory { restart.append("state_directory") }
+        if new.controlSocket != old.controlSocket { restart.append("control_socket") }
+        if new.control != old.control { restart.append("control_group / control_read_only_for_others / control_idle_timeout") }
+        if new.logLevel != old.logLevel { restart.append("log_level") }
+        if new.maxConcurrentUploads != old.maxConcurrentUploads {
+            scheduler.maxConcurrentUploads = new.maxConcurrentUploads
+            applied.append("max_concurrent_uploads = \(new.maxConcurrentUploads)")
+        }
+        if new.shutdownTimeout != old.shutdownTimeout { applied.append("shutdown_timeout = \(DurationParser.format(new.shutdownTimeout))") }
+        let rescanChanged = new.rescanInterval != old.rescanInterval
+        if rescanChanged { applied.append("rescan_interval = \(DurationParser.format(new.rescanInterval))") }
+
+        registry.replace(with: runtimes)
+        runtime.update(configuration: new)
+        for spool in old.spools where new.spool(named: spool.name) == nil {
+            runtime.removeWatcher(for: spool.name)?.stop()
+            applied.append("spool \(spool.name) removed (its queued jobs wait until it is configured again)")
+        }
+        for spool in new.spools {
+            let previous = old.spool(named: spool.name)
+            if previous == spool && !rescanChanged { continue }
+            if let previous, previous != spool { applied.append("spool \(spool.name) changed") }
+            if previous == nil { applied.append("spool \(spool.name) added") }
+            runtime.removeWatcher(for: spool.name)?.stop()
+            let watcher = Self.watcher(for: spool, rescanInterval: new.rescanInterval, logger: logger)
+            runtime.setWatcher(watcher, for: spool.name)
+            startWatcher(watcher)
+        }
+        scheduler.wake()
+        logger.notice("configuration reloaded", metadata: [
+            "reason": "\(reason)", "applied": "\(applied.isEmpty ? "nothing changed" : applied.joined(separator: "; "))",
+            "restart_required": "\(restart.joined(separator: ", "))",
+        ])
+        return ReloadResult(applied: applied, restartRequired: restart)
+    }
+}
+
+/// One uploader (connection pool) per distinct transport setting, shared by the spools that use it.
+final class UploaderPool: Sendable {
+    private let uploaders = Mutex<[TransportSettings: Uploader]>([:])
+
+    /// The spools' run-time parts, creating the uploaders they need.
+    func runtimes(for configuration: FerryConfiguration) throws(DaemonError) -> [String: SpoolRuntime] {
+        var spools: [String: SpoolRuntime] = [:]
+        for spool in configuration.spools {
+            let settings = TransportSettings(caFile: spool.caFile, connectTimeout: spool.connectTimeout, noProgressTimeout: spool.noProgressTimeout)
+            let uploader: Uploader
+            do {
+                uploader = try uploaders.withLock { uploaders in
+                    if let existing = uploaders[settings] { return existing }
+                    let created = try Uploader(settings: settings)
+                    uploaders[settings] = created
+                    return created
+                }
+            } catch {
+                throw .other("spool \(spool.name): cannot set up TLS: \(error)")
+            }
+            spools[spool.name] = SpoolRuntime(configuration: spool, uploader: uploader)
+        }
+        return spools
+    }
+
+    func shutdown() {
+        for uploader in uploaders.withLock({ Array($0.values) }) { try? uploader.syncShutdown() }
+    }
+}
+
+/// The parts of the running daemon that a configuration reload replaces, for the control commands.
+final class DaemonRuntime: Sendable {
+    private struct State {
+        var configuration: FerryConfiguration
+        var watchers: [String: SpoolWatcher] = [:]
+        var reloader: (@Sendable (String) async throws -> ReloadResult)?
+        var reloading = false
+    }
+    private let state: Mutex<State>
+
+    init(configuration: FerryConfiguration) {
+        state = Mutex(State(configuration: configuration))
+    }
+
+    /// The configuration in force.
+    var configuration: FerryConfiguration { state.withLock { $0.configuration } }
+
+    func update(configuration: FerryConfiguration) { state.withLock { $0.configuration = configuration } }
+
+    func watcher(named name: String) -> SpoolWatcher? { state.withLock { $0.watchers[name] } }
+
+    func setWatcher(_ watcher: SpoolWatcher, for name: String) { state.withLock { $0.watchers[name] = watcher } }
+
+    func removeWatcher(for name: String) -> SpoolWatcher? { state.withLock { $0.watchers.removeValue(forKey: name) } }
+
+    func setReloader(_ reloader: @escaping @Sendable (String) async throws -> ReloadResult) {
+        state.withLock { $0.reloader = reloader }
+    }
+
+    /// Re-reads the configuration (one reload at a time).
+    func reload(reason: String) async throws -> ReloadResult {
+        let reloader = try state.withLock { state -> (@Sendable (String) async throws -> ReloadResult) in
+            guard let reloader = state.reloader else { throw ControlError(.unavailable, "ferryd is still starting; try again") }
+            guard !state.reloading else { throw ControlError(.conflict, "a reload is already in progress") }
+            state.reloading = true
+            return reloader
+        }
+        defer { state.withLock { $0.reloading = false } }
+        return try await reloader(reason)
     }
 }
 
@@ -169,6 +327,10 @@ final class Chores: Sendable {
     let pipeline: JobPipeline
     let logger: Logger
     private let nextRun = Mutex(ContinuousClock.now + .seconds(60))
+    private let nextPrune = Mutex(ContinuousClock.now + .seconds(60))
+
+    /// How many job events `watch` can replay.
+    static let eventsKept: Int64 = 100_000
 
     init(store: JobStore, pipeline: JobPipeline, logger: Logger) {
         self.store = store
@@ -183,6 +345,12 @@ final class Chores: Sendable {
             return true
         }
         if due { await finishPendingDispositions() }
+        let prune = nextPrune.withLock { next -> Bool in
+            guard ContinuousClock.now >= next else { return false }
+            next = .now + .seconds(3600)
+            return true
+        }
+        if prune { _ = try? await store.pruneEvents(keep: Self.eventsKept) }
     }
 
     /// Applies the disposition of every final job whose file was not dealt with yet, except those a

@@ -8,6 +8,21 @@ import Foundation
 import Logging
 import Synchronization
 
+/// The spools the daemon runs now, by name. A configuration reload replaces the whole set; a job
+/// already being processed keeps the runtime it started with.
+final class SpoolRegistry: Sendable {
+    private let current: Mutex<[String: SpoolRuntime]>
+
+    init(_ spools: [String: SpoolRuntime]) { current = Mutex(spools) }
+
+    subscript(name: String) -> SpoolRuntime? { current.withLock { $0[name] } }
+
+    /// Every spool, in no particular order.
+    var all: [String: SpoolRuntime] { current.withLock { $0 } }
+
+    func replace(with spools: [String: SpoolRuntime]) { current.withLock { $0 = spools } }
+}
+
 /// Everything the pipeline needs to know about one spool at run time.
 struct SpoolRuntime: Sendable {
     let configuration: SpoolConfiguration
@@ -57,22 +72,24 @@ final class JobPipeline: Sendable {
     let records: OutcomeRecorder
     let bodies: BodyBuilder
     let disposer: Disposer
-    let spools: [String: SpoolRuntime]
+    /// The configured spools (replaced by a configuration reload).
+    let spools: SpoolRegistry
+    /// The jobs being processed, their progress, and operators' interventions.
+    let activity: ActiveJobs
     let logger: Logger
     /// Re-queues a path whose file changed after its upload (set by the daemon).
     let requeue: @Sendable (String, [UInt8]) async -> Void
     /// Runs body builds off the concurrency pool.
     let io: BlockingIO
-    /// Jobs being processed right now; the periodic chores leave them alone.
-    private let active = Mutex<Set<Int64>>([])
 
     /// The longest `Retry-After` honoured.
     static let retryAfterLimit = Duration.seconds(86_400)
 
     init(
-        store: JobStore, bodies: BodyBuilder, spools: [String: SpoolRuntime], logger: Logger, io: BlockingIO,
+        store: JobStore, bodies: BodyBuilder, spools: SpoolRegistry, activity: ActiveJobs, logger: Logger, io: BlockingIO,
         requeue: @escaping @Sendable (String, [UInt8]) async -> Void
     ) {
+        self.activity = activity
         self.io = io
         self.store = store
         self.records = OutcomeRecorder(store: store, logger: logger)
@@ -85,24 +102,53 @@ final class JobPipeline: Sendable {
 
     /// Whether the job is being processed right now.
     func isActive(_ job: Job) -> Bool {
-        active.withLock { $0.contains(job.sequence ?? -1) }
+        activity.contains(job)
     }
 
-    /// Processes one job that the scheduler moved to `uploading`.
+    /// Processes one job that the scheduler moved to `uploading`. The work runs in a task of its own
+    /// so that an operator can stop this one job (hold, cancel); cancelling the caller (shutdown)
+    /// stops it too.
     func process(_ job: Job) async {
-        let sequence = job.sequence ?? -1
-        active.withLock { _ = $0.insert(sequence) }
-        defer { active.withLock { _ = $0.remove(sequence) } }
+        activity.begin(job, estimatedTotal: job.identity.size)
+        defer { activity.end(job) }
         var log = logger
         log[metadataKey: "job"] = "\(job.id)"
         log[metadataKey: "spool"] = "\(job.spool)"
         log[metadataKey: "file"] = "\(job.displayPath)"
-        do {
-            try await run(job, log: log)
-        } catch {
-            // Only the queue database can throw here. The job stays `uploading` in the database and is
-            // put back in the queue at the next start; say so loudly.
-            log.critical("cannot record the job's state in the queue database", metadata: ["error": "\(error)"])
+        let work = Task { [log] in
+            do {
+                try await self.run(job, log: log)
+            } catch {
+                // Only the queue database can throw here. The job stays `uploading` in the database and
+                // is put back in the queue at the next start; say so loudly.
+                log.critical("cannot record the job's state in the queue database", metadata: ["error": "\(error)"])
+            }
+        }
+        activity.attach(work, to: job)
+        await withTaskCancellationHandler {
+            await work.value
+        } onCancel: {
+            work.cancel()
+        }
+    }
+
+    /// Records how an attempt that was cut short ends: held or cancelled if an operator asked for
+    /// it, otherwise back in the queue (a shutdown).
+    private func stopped(_ job: Job, spool: SpoolRuntime, startedAt: Date, bytesSent: Int64, log: Logger) async throws {
+        forgetBody(of: job)
+        switch activity.intervention(for: job) {
+        case .hold(let reason):
+            try await records.finish(job, startedAt: startedAt, now: Date(), bytesSent: bytesSent, transition: .held(reason: reason))
+            log.notice("upload stopped: the job is on hold", metadata: ["reason": "\(reason)"])
+        case .cancel(let reason):
+            let cancelled = try await records.finish(job, startedAt: startedAt, now: Date(), bytesSent: bytesSent,
+                                                     transition: .cancelled(reason: reason))
+            log.notice("upload stopped: the job is cancelled", metadata: ["reason": "\(reason)"])
+            await disposer.dispose(cancelled, spool: spool.configuration, files: spool.files)
+        case nil:
+            try await records.finish(job, startedAt: startedAt, now: Date(), bytesSent: bytesSent,
+                                     transition: .interrupted(at: Date(), reason: "interrupted by shutdown"))
+            if bytesSent > 0 { log.notice("upload interrupted by shutdown; it stays queued") }
         }
     }
 
@@ -130,12 +176,10 @@ final class JobPipeline: Sendable {
                 "bytes": "\(built.contentLength)", "duration_ms": "\(Int(Date().timeIntervalSince(startedAt) * 1000))",
             ])
         case .interrupted:
-            try await records.finish(job, startedAt: startedAt, now: Date(), bytesSent: 0,
-                                   transition: .interrupted(at: Date(), reason: "interrupted by shutdown"))
-            bodies.remove(for: job)
+            try await stopped(job, spool: spool, startedAt: startedAt, bytesSent: 0, log: log)
             return
         case .changed(let identity):
-            let deadline = job.createdAt.addingTimeInterval(spool.configuration.retry.maxAge.seconds)
+            let deadline = job.ageStart.addingTimeInterval(spool.configuration.retry.maxAge.seconds)
             if Date() >= deadline {
                 try await giveUpOn(job, spool: spool, reason: "gave up: the file kept changing for max_age (\(DurationParser.format(spool.configuration.retry.maxAge)))", log: log)
                 return
@@ -156,7 +200,7 @@ final class JobPipeline: Sendable {
         case .localFailure(let reason):
             // A local problem (the state directory is full, a read failed) says nothing about the
             // server: it does not use up an attempt. Wait 15–30 s and try again, until max_age.
-            let deadline = job.createdAt.addingTimeInterval(spool.configuration.retry.maxAge.seconds)
+            let deadline = job.ageStart.addingTimeInterval(spool.configuration.retry.maxAge.seconds)
             if Date() >= deadline {
                 try await giveUpOn(job, spool: spool, reason: "gave up: not delivered within max_age: \(reason)", log: log)
                 return
@@ -174,7 +218,8 @@ final class JobPipeline: Sendable {
         let request = UploadRequest(
             url: spool.url, method: spool.configuration.method, headers: spool.headers, bodyPath: body.path,
             contentLength: body.contentLength, contentType: body.contentType, idempotencyKey: job.id.rawValue)
-        let result = await spool.uploader.send(request, logger: log)
+        activity.sending(job, total: body.contentLength)
+        let result = await spool.uploader.send(request, logger: log, progress: { [activity] sent in activity.progressed(job, sent: sent) })
 
         // 3. Disposition.
         switch result {
@@ -210,10 +255,7 @@ final class JobPipeline: Sendable {
             try await retryOrGiveUp(job, spool: spool, startedAt: startedAt, bytesSent: bytesSent, error: failure.message,
                                     status: nil, body: nil, contentType: nil, notBefore: nil, log: log)
         case .cancelled(let bytesSent):
-            try await records.finish(job, startedAt: startedAt, now: Date(), bytesSent: bytesSent,
-                                   transition: .interrupted(at: Date(), reason: "interrupted by shutdown"))
-            forgetBody(of: job)
-            log.notice("upload interrupted by shutdown; it stays queued")
+            try await stopped(job, spool: spool, startedAt: startedAt, bytesSent: bytesSent, log: log)
         }
     }
 
@@ -224,8 +266,8 @@ final class JobPipeline: Sendable {
     ) async throws {
         let now = Date()
         let policy = spool.configuration.retry
-        let attemptsMade = job.attempts + 1
-        let deadline = job.createdAt.addingTimeInterval(policy.maxAge.seconds)
+        let attemptsMade = job.attemptsInRound + 1
+        let deadline = job.ageStart.addingTimeInterval(policy.maxAge.seconds)
         var giveUp: String?
         if policy.maxAttempts > 0 && attemptsMade >= policy.maxAttempts {
             giveUp = "gave up after \(attemptsMade) attempts: \(error)"
@@ -236,7 +278,7 @@ final class JobPipeline: Sendable {
             try await giveUpOn(job, spool: spool, reason: giveUp, log: log, attempt: (startedAt, bytesSent, status, body, contentType))
             return
         }
-        var delay = spool.backoff.delay(forRetry: job.attempts)
+        var delay = spool.backoff.delay(forRetry: job.attemptsInRound)
         if let notBefore {
             let asked = min(notBefore, Self.retryAfterLimit)
             if now.addingTimeInterval(asked.seconds) > deadline {
@@ -374,12 +416,5 @@ struct FileDescriptorBox {
         var st = stat()
         guard fstat(descriptor.rawValue, &st) == 0 else { throw SystemError.current("stat", "(source)") }
         return FileStatus(st)
-    }
-}
-
-extension Duration {
-    /// The duration in seconds, as a `TimeInterval`.
-    var seconds: TimeInterval {
-        TimeInterval(components.seconds) + TimeInterval(components.attoseconds) / 1e18
     }
 }

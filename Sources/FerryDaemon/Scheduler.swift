@@ -11,7 +11,6 @@ import Synchronization
 final class Scheduler: Sendable {
     let store: JobStore
     let pipeline: JobPipeline
-    let maxConcurrentUploads: Int
     let doorbell = Doorbell()
     let logger: Logger
     /// Called once per loop turn; the daemon hangs its periodic chores (watchdog, pending dispositions) here.
@@ -20,19 +19,45 @@ final class Scheduler: Sendable {
     private struct State {
         var inFlight = 0
         var stopping = false
+        var maxConcurrentUploads: Int
+        /// Spools whose jobs are not started; `"*"` means all.
+        var paused: Set<String> = []
+        var lastTurn = ContinuousClock.now
     }
-    private let state = Mutex(State())
+    private let state: Mutex<State>
 
-    init(store: JobStore, pipeline: JobPipeline, maxConcurrentUploads: Int, logger: Logger, onTurn: @escaping @Sendable () async -> Void = {}) {
+    init(store: JobStore, pipeline: JobPipeline, maxConcurrentUploads: Int, paused: Set<String> = [], logger: Logger,
+         onTurn: @escaping @Sendable () async -> Void = {}) {
         self.store = store
         self.pipeline = pipeline
-        self.maxConcurrentUploads = maxConcurrentUploads
+        self.state = Mutex(State(maxConcurrentUploads: maxConcurrentUploads, paused: paused))
         self.logger = logger
         self.onTurn = onTurn
     }
 
     /// The number of uploads in flight.
     var inFlight: Int { state.withLock { $0.inFlight } }
+
+    /// How many uploads may run at once (changed by a configuration reload).
+    var maxConcurrentUploads: Int {
+        get { state.withLock { $0.maxConcurrentUploads } }
+        set {
+            state.withLock { $0.maxConcurrentUploads = newValue }
+            doorbell.ring()
+        }
+    }
+
+    /// The spools whose jobs are not started (`"*"`: all). Uploads in flight are not affected.
+    var paused: Set<String> {
+        get { state.withLock { $0.paused } }
+        set {
+            state.withLock { $0.paused = newValue }
+            doorbell.ring()
+        }
+    }
+
+    /// How long ago the loop last turned (it turns at least once a minute while healthy).
+    var sinceLastTurn: Duration { .now - state.withLock { $0.lastTurn } }
 
     /// New work may be due: wake the loop.
     func wake() { doorbell.ring() }
@@ -45,15 +70,17 @@ final class Scheduler: Sendable {
 
     /// Runs until ``beginShutdown()``; then lets uploads in flight finish for up to `shutdownTimeout`
     /// and cancels the rest (they go back to the queue).
-    func run(shutdownTimeout: Duration) async {
+    func run(shutdownTimeout: @Sendable () -> Duration) async {
         await withDiscardingTaskGroup { group in
             while !state.withLock({ $0.stopping }) {
+                state.withLock { $0.lastTurn = .now }
                 await onTurn()
-                let free = maxConcurrentUploads - inFlight
+                let paused = self.paused
+                let free = paused.contains("*") ? 0 : maxConcurrentUploads - inFlight
                 var claimed = 0
                 if free > 0 {
                     do {
-                        let jobs = try await store.claimDue(now: Date(), limit: free)
+                        let jobs = try await store.claimDue(now: Date(), limit: free, excludingSpools: paused)
                         claimed = jobs.count
                         for job in jobs {
                             state.withLock { $0.inFlight += 1 }
@@ -72,7 +99,7 @@ final class Scheduler: Sendable {
                 if claimed > 0 && claimed == free { continue }
                 // Sleep until the next job is due (or a minute, for the periodic chores).
                 var deadline = ContinuousClock.now + .seconds(60)
-                if inFlight < maxConcurrentUploads, let due = try? await store.nextDueDate() {
+                if free > 0, inFlight < maxConcurrentUploads, let due = try? await store.nextDueDate(excludingSpools: paused) {
                     let wait = due.timeIntervalSinceNow
                     let earliest = ContinuousClock.now + .milliseconds(claimed == 0 && wait <= 0 ? 100 : 0)
                     deadline = min(deadline, max(earliest, ContinuousClock.now + .milliseconds(Int64(max(0, wait) * 1000))))
@@ -80,6 +107,7 @@ final class Scheduler: Sendable {
                 await doorbell.wait(until: deadline)
             }
             let remaining = inFlight
+            let shutdownTimeout = shutdownTimeout()
             if remaining > 0 {
                 logger.notice("shutting down: waiting for uploads in flight", metadata: [
                     "uploads": "\(remaining)", "timeout": "\(shutdownTimeout)",

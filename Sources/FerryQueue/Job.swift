@@ -9,7 +9,11 @@ import GRDB
 ///        └──interrupted────┘  ├──permanent / out of attempts or age──▶ failed
 ///                             └──the file changed before delivery──▶ superseded (+ a new job)
 ///
-/// `done`, `failed` and `superseded` are final. `done` and `failed` are first committed with their
+///     queued / retrying / uploading ──hold──▶ held ──release──▶ queued
+///     failed / held / retrying ──retry──▶ queued (a fresh allowance of attempts and max_age)
+///     queued / retrying / uploading / held ──cancel──▶ cancelled (the file goes to failed_directory)
+///
+/// `done`, `failed`, `cancelled` and `superseded` are final. `done` and `failed` are first committed with their
 /// *disposition* pending (the source file still to be deleted, moved or kept); ``Job/disposedAt``
 /// records that the file was dealt with.
 public enum JobState: String, Sendable, Codable, CaseIterable, DatabaseValueConvertible {
@@ -26,12 +30,19 @@ public enum JobState: String, Sendable, Codable, CaseIterable, DatabaseValueConv
     /// The file changed before this job delivered it; the new version is a new job, with its own
     /// id and so its own `Idempotency-Key` (a server must never mistake new content for a retry).
     case superseded
+    /// Put on hold by an operator: not attempted, and not ageing toward `max_age`, until released.
+    case held
+    /// Cancelled by an operator; the file is in the failed directory with a sidecar saying so.
+    case cancelled
 
     /// States in which the job still owns its source file in the spool.
-    public static let active: [JobState] = [.queued, .uploading, .retrying]
+    public static let active: [JobState] = [.queued, .uploading, .retrying, .held]
 
-    /// Whether the job will not change state again.
-    public var isFinal: Bool { self == .done || self == .failed || self == .superseded }
+    /// States that `wait` waits for: the job will be attempted without anyone's help.
+    public static let pending: [JobState] = [.queued, .uploading, .retrying]
+
+    /// Whether the job will not change state again (except by an explicit `retry` of a failed job).
+    public var isFinal: Bool { self == .done || self == .failed || self == .superseded || self == .cancelled }
 }
 
 /// Identifies one version of a file: the same inode with the same size and modification time.
@@ -90,6 +101,13 @@ public struct Job: Sendable, Hashable, FetchableRecord, MutablePersistableRecord
     public var disposedAt: Date?
     /// Where the file is now, if it was moved (sent or failed directory), as raw bytes.
     public var finalPath: [UInt8]?
+    /// When the job was put on hold; `nil` unless `held`.
+    public var heldAt: Date?
+    /// When the `max_age` clock started: creation, moved later by time spent on hold and reset by
+    /// an operator's `retry`. `nil` means ``createdAt``.
+    public var ageBase: Date?
+    /// Attempts made before an operator's last `retry`; `max_attempts` and the backoff count from here.
+    public var attemptBase: Int = 0
 
     public init(
         id: JobID, spool: String, relativePath: [UInt8], identity: FileIdentity, boundary: String, now: Date
@@ -108,6 +126,12 @@ public struct Job: Sendable, Hashable, FetchableRecord, MutablePersistableRecord
 
     /// The relative path as text for logs and messages; bytes that are not UTF-8 appear as `\xNN`.
     public var displayPath: String { displayName(relativePath) }
+
+    /// When the `max_age` clock started (see ``ageBase``).
+    public var ageStart: Date { ageBase ?? createdAt }
+
+    /// Attempts made since the job was last queued by an operator's `retry` (or since it was created).
+    public var attemptsInRound: Int { attempts - attemptBase }
 
     enum Field {
         static let sequence = Column("seq")
@@ -141,6 +165,9 @@ public struct Job: Sendable, Hashable, FetchableRecord, MutablePersistableRecord
         disposition = row["disposition"]
         disposedAt = (row["disposed_at"] as Double?).map(Date.init(timeIntervalSince1970:))
         finalPath = (row["final_path"] as Data?).map { [UInt8]($0) }
+        heldAt = (row["held_at"] as Double?).map(Date.init(timeIntervalSince1970:))
+        ageBase = (row["age_base"] as Double?).map(Date.init(timeIntervalSince1970:))
+        attemptBase = row["attempt_base"] ?? 0
     }
 
     public func encode(to container: inout PersistenceContainer) throws {
@@ -166,6 +193,9 @@ public struct Job: Sendable, Hashable, FetchableRecord, MutablePersistableRecord
         container["disposition"] = disposition
         container["disposed_at"] = disposedAt?.timeIntervalSince1970
         container["final_path"] = finalPath.map { Data($0) }
+        container["held_at"] = heldAt?.timeIntervalSince1970
+        container["age_base"] = ageBase?.timeIntervalSince1970
+        container["attempt_base"] = attemptBase
     }
 
     public mutating func didInsert(_ inserted: InsertionSuccess) {
@@ -185,7 +215,7 @@ public struct Attempt: Sendable, Hashable, FetchableRecord, PersistableRecord {
         case retry
         /// A failure that ended the job.
         case failure
-        /// Cut short by a shutdown or a changed source; it does not count against the job.
+        /// Cut short by a shutdown, a hold or a cancel; it does not count against the job.
         case interrupted
     }
 

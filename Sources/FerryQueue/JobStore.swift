@@ -10,7 +10,9 @@ import GRDB
 public final class JobStore: Sendable {
     /// The database file.
     public let path: String
-    private let pool: DatabasePool
+    let pool: DatabasePool
+    /// Rung after every write: `watch` streams read the new events then.
+    public let changes = ChangeSignal()
 
     /// How much of a response body is kept with a job.
     public static let responseExcerptLimit = 64 * 1024
@@ -106,6 +108,40 @@ public final class JobStore: Sendable {
                 CREATE INDEX attempt_by_job ON attempt(job_seq, seq);
                 """)
         }
+        migrator.registerMigration("v2: hold, cancel, events, pause") { db in
+            try db.execute(sql: """
+                ALTER TABLE job ADD COLUMN held_at REAL;
+                ALTER TABLE job ADD COLUMN age_base REAL;
+                ALTER TABLE job ADD COLUMN attempt_base INTEGER NOT NULL DEFAULT 0;
+                -- A held job still owns its file in the spool.
+                DROP INDEX job_active_path;
+                CREATE UNIQUE INDEX job_active_path ON job(spool, relative_path)
+                    WHERE state IN ('queued', 'uploading', 'retrying', 'held');
+                DROP INDEX job_undisposed;
+                CREATE INDEX job_undisposed ON job(seq)
+                    WHERE disposed_at IS NULL AND state IN ('done', 'failed', 'cancelled');
+                CREATE INDEX job_by_created ON job(created_at);
+
+                -- Every state change, written in the transaction that makes it: `watch` replays
+                -- from here, so a client that reconnects misses nothing.
+                CREATE TABLE event (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT,
+                    at REAL NOT NULL,
+                    job_seq INTEGER NOT NULL REFERENCES job(seq) ON DELETE CASCADE,
+                    kind TEXT NOT NULL,
+                    state TEXT NOT NULL,
+                    attempt INTEGER,
+                    http_status INTEGER,
+                    message TEXT
+                );
+
+                -- Spools paused by an operator ('*' pauses all); a pause survives a restart.
+                CREATE TABLE paused_spool (
+                    spool TEXT PRIMARY KEY,
+                    paused_at REAL NOT NULL
+                );
+                """)
+        }
         return migrator
     }
 
@@ -113,14 +149,15 @@ public final class JobStore: Sendable {
     /// decides the fate of a file (a 2xx, an interruption at shutdown) is recorded even while the task
     /// that learned it is being cancelled. (GRDB's async writes stop at cancellation; this one runs
     /// in a detached task, which does not inherit it.)
-    private func write<T: Sendable>(_ updates: @escaping @Sendable (Database) throws -> T) async throws -> T {
+    func write<T: Sendable>(_ updates: @escaping @Sendable (Database) throws -> T) async throws -> T {
         let pool = self.pool
+        defer { changes.notify() }
         return try await Task.detached { try await pool.write(updates) }.value
     }
 
     /// A read that a cancelled caller still completes (a sidecar written during shutdown still lists
     /// the attempts).
-    private func read<T: Sendable>(_ value: @escaping @Sendable (Database) throws -> T) async throws -> T {
+    func read<T: Sendable>(_ value: @escaping @Sendable (Database) throws -> T) async throws -> T {
         let pool = self.pool
         return try await Task.detached { try await pool.read(value) }.value
     }
@@ -172,6 +209,7 @@ public final class JobStore: Sendable {
                     boundary: makeBoundary(), now: now)
                 if let notBefore { job.nextAttemptAt = notBefore }
                 try job.insert(db)
+                try JobEvent.record(db, job, kind: .queued, at: now)
                 created.append(job)
             }
             return created
@@ -201,6 +239,7 @@ public final class JobStore: Sendable {
                 try db.execute(
                     sql: "UPDATE job SET state = 'uploading', updated_at = ? WHERE seq = ?",
                     arguments: [now.timeIntervalSince1970, jobs[index].sequence])
+                try JobEvent.record(db, jobs[index], kind: .started, at: now, attempt: jobs[index].attempts + 1)
             }
             return jobs
         }
@@ -232,6 +271,11 @@ public final class JobStore: Sendable {
         /// The attempt was cut short through no fault of the server (shutdown, source changed);
         /// queue again at `at` without counting it.
         case interrupted(at: Date, reason: String)
+        /// An operator held the job while it was uploading; the attempt does not count.
+        case held(reason: String)
+        /// An operator cancelled the job while it was uploading; the attempt does not count and the
+        /// file's disposition (to the failed directory) is still to be applied.
+        case cancelled(reason: String)
     }
 
     /// Records an attempt and its effect on the job in one durable transaction, and returns the updated job.
@@ -281,13 +325,37 @@ public final class JobStore: Sendable {
             attempt.error = reason
             job.state = .queued
             job.nextAttemptAt = at
+        case .held(let reason):
+            counts = false
+            attempt.outcome = .interrupted
+            attempt.error = reason
+            job.state = .held
+            job.heldAt = now
+            job.nextAttemptAt = nil
+        case .cancelled(let reason):
+            counts = false
+            attempt.outcome = .interrupted
+            attempt.error = reason
+            job.state = .cancelled
+            job.finishedAt = now
+            job.nextAttemptAt = nil
+            job.lastError = reason
         }
         if counts { job.attempts += 1 }
         let updated = job
         let record = attempt
+        let event: (JobEvent.Kind, String?) = switch transition {
+        case .succeeded: (.done, nil)
+        case .retry(_, let error, _, _, _): (.retry, error)
+        case .failed(let error, _, _, _): (.failed, error)
+        case .interrupted(_, let reason): (.requeued, reason)
+        case .held(let reason): (.held, reason)
+        case .cancelled(let reason): (.cancelled, reason)
+        }
         try await write { db in
             try record.insert(db)
             try updated.update(db)
+            try JobEvent.record(db, updated, kind: event.0, at: now, attempt: record.number, status: record.httpStatus, message: event.1)
         }
         return updated
     }
@@ -302,7 +370,10 @@ public final class JobStore: Sendable {
         job.nextAttemptAt = nil
         job.lastError = error
         let updated = job
-        try await write { db in try updated.update(db) }
+        try await write { db in
+            try updated.update(db)
+            try JobEvent.record(db, updated, kind: .failed, at: now, message: error)
+        }
         return updated
     }
 
@@ -330,8 +401,10 @@ public final class JobStore: Sendable {
             try db.execute(
                 sql: "UPDATE job SET disposition = ?, disposed_at = ? WHERE seq = ?",
                 arguments: [Disposition.left.rawValue, now.timeIntervalSince1970, ended.sequence])
+            try JobEvent.record(db, ended, kind: .superseded, at: now, message: ended.lastError)
             var inserted = next
             try inserted.insert(db)
+            try JobEvent.record(db, inserted, kind: .queued, at: now)
             return inserted
         }
     }
@@ -357,6 +430,7 @@ public final class JobStore: Sendable {
                 sql: "UPDATE job SET disposition = ?, disposed_at = ?, final_path = ?, updated_at = ? WHERE seq = ?",
                 arguments: [disposition.rawValue, now.timeIntervalSince1970, finalPath.map { Data($0) },
                             now.timeIntervalSince1970, job.sequence])
+            try JobEvent.record(db, job, kind: .disposed, at: now, message: disposition.rawValue)
         }
     }
 
@@ -366,6 +440,10 @@ public final class JobStore: Sendable {
     /// due now, and returns how many there were. Their interrupted attempt is not counted.
     public func requeueInterrupted(now: Date) async throws -> Int {
         try await write { db in
+            try db.execute(sql: """
+                INSERT INTO event (at, job_seq, kind, state, message)
+                SELECT ?, seq, 'requeued', 'queued', 'the daemon stopped during the upload' FROM job WHERE state = 'uploading'
+                """, arguments: [now.timeIntervalSince1970])
             try db.execute(
                 sql: "UPDATE job SET state = 'queued', next_attempt_at = ?, updated_at = ? WHERE state = 'uploading'",
                 arguments: [now.timeIntervalSince1970, now.timeIntervalSince1970])
@@ -378,7 +456,7 @@ public final class JobStore: Sendable {
     public func pendingDispositions(after: Int64 = 0, limit: Int) async throws -> [Job] {
         try await read { db in
             try Job.fetchAll(db, sql: """
-                SELECT * FROM job WHERE disposed_at IS NULL AND state IN ('done', 'failed') AND seq > ? ORDER BY seq LIMIT ?
+                SELECT * FROM job WHERE disposed_at IS NULL AND state IN ('done', 'failed', 'cancelled') AND seq > ? ORDER BY seq LIMIT ?
                 """, arguments: [after, limit])
         }
     }

@@ -1,5 +1,6 @@
 import CFerrySystem
 import Foundation
+import Synchronization
 import FerrySystem
 
 #if canImport(Glibc)
@@ -24,6 +25,9 @@ final class InotifyListener: @unchecked Sendable {
     let descriptor: Int32
     private let wakePipe: (read: Int32, write: Int32)
     private var thread: Thread?
+    /// The read buffer. Holding it is what makes a read and the hand-over of its events one step,
+    /// so ``drain(_:)`` can guarantee every event queued before it was handed over before it returns.
+    private let reading = Mutex([UInt8](repeating: 0, count: 64 * 1024))
     /// Signalled by the thread as it ends, so the descriptors are closed only after it stopped using them.
     private let finished = DispatchSemaphore(value: 0)
 
@@ -72,9 +76,8 @@ final class InotifyListener: @unchecked Sendable {
         let fd = descriptor
         let wake = wakePipe.read
         let finished = self.finished
-        let thread = Thread {
+        let thread = Thread { [self] in
             defer { finished.signal() }
-            var buffer = [UInt8](repeating: 0, count: 64 * 1024)
             var fds = [pollfd(fd: fd, events: Int16(POLLIN), revents: 0), pollfd(fd: wake, events: Int16(POLLIN), revents: 0)]
             while true {
                 fds[0].revents = 0
@@ -85,18 +88,33 @@ final class InotifyListener: @unchecked Sendable {
                     return
                 }
                 if fds[1].revents != 0 { return }
-                let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-                if count < 0 {
-                    if errno == EINTR || errno == EAGAIN { continue }
-                    return
+                let failed = self.reading.withLock { buffer -> Bool in
+                    let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+                    if count < 0 { return !(errno == EINTR || errno == EAGAIN) }
+                    let events = Self.parse(buffer[0..<count])
+                    if !events.isEmpty { onEvents(events) }
+                    return false
                 }
-                let events = Self.parse(buffer[0..<count])
-                if !events.isEmpty { onEvents(events) }
+                if failed { return }
             }
         }
         thread.name = "ferry-inotify"
         self.thread = thread
         thread.start()
+    }
+
+    /// Reads every event queued so far and hands it to `onEvents` before returning (a barrier:
+    /// anything done to the watched directories before this call is reported by the time it returns).
+    func drain(_ onEvents: ([InotifyEvent]) -> Void) {
+        let fd = descriptor
+        reading.withLock { buffer in
+            while true {
+                let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+                if count <= 0 { return }
+                let events = Self.parse(buffer[0..<count])
+                if !events.isEmpty { onEvents(events) }
+            }
+        }
     }
 
     /// Wakes the thread and waits for it to end.

@@ -49,12 +49,28 @@ public final class SpoolWatcher: Sendable {
     private let continuation: AsyncStream<Input>.Continuation
     /// Set when events had to be dropped because the loop fell behind; the next turn rescans.
     private let droppedEvents = Flag()
+    /// The running loop's inotify listener, for ``sync()``.
+    private let activeListener = Mutex<InotifyListener?>(nil)
+    /// Callers of ``sync()`` waiting for the loop to reach their marker.
+    private let syncWaiters = Mutex(SyncWaiters())
+    private let settling = Atomic<Int>(0)
 
     enum Input: Sendable {
         case events([InotifyEvent])
         case tick
         case rescan
+        /// A ``sync()`` marker: every event queued before it has been handled.
+        case sync(UInt64)
     }
+
+    struct SyncWaiters {
+        var next: UInt64 = 0
+        var waiting: [UInt64: CheckedContinuation<Int, Never>] = [:]
+        var stopped = false
+    }
+
+    /// Files seen being written in place and not settled yet, as of the loop's last turn.
+    public var settlingCount: Int { settling.load(ordering: .relaxed) }
 
     /// How often pending files are re-examined.
     static let tickInterval = Duration.milliseconds(250)
@@ -71,9 +87,46 @@ public final class SpoolWatcher: Sendable {
         (inputs, continuation) = AsyncStream.makeStream(of: Input.self, bufferingPolicy: .bufferingOldest(64))
     }
 
+    /// Stops the watcher: ``run(deliver:scanned:)`` returns after the input it is handling.
+    public func stop() {
+        continuation.finish()
+    }
+
     /// Asks for a full rescan as soon as possible.
     public func requestRescan() {
         continuation.yield(.rescan)
+    }
+
+    /// A barrier: returns once every change made to the spool before the call has been looked at
+    /// (files renamed in are handed over), with the number of files still settling. Returns 0 at
+    /// once if the watcher is not running.
+    public func sync() async -> Int {
+        let listener = activeListener.withLock { $0 }
+        listener?.drain { events in self.post(events) }
+        return await withCheckedContinuation { (waiter: CheckedContinuation<Int, Never>) in
+            let token = syncWaiters.withLock { state -> UInt64? in
+                if state.stopped { return nil }
+                state.next += 1
+                state.waiting[state.next] = waiter
+                return state.next
+            }
+            guard let token else { return waiter.resume(returning: 0) }
+            // A dropped marker leaves the waiter registered: the rescan that follows answers it.
+            if case .dropped = continuation.yield(.sync(token)) { droppedEvents.set() }
+        }
+    }
+
+    private func post(_ events: [InotifyEvent]) {
+        if case .dropped = continuation.yield(.events(events)) { droppedEvents.set() }
+    }
+
+    private func answerSync(_ tokens: [UInt64]?, settling count: Int) {
+        let waiters = syncWaiters.withLock { state -> [CheckedContinuation<Int, Never>] in
+            if let tokens { return tokens.compactMap { state.waiting.removeValue(forKey: $0) } }
+            defer { state.waiting.removeAll() }
+            return Array(state.waiting.values)
+        }
+        for waiter in waiters { waiter.resume(returning: count) }
     }
 
     /// Watches until the task is cancelled. `deliver` receives each batch of ready files and is awaited,
@@ -92,11 +145,9 @@ public final class SpoolWatcher: Sendable {
             state.fallbackRescan = true
         }
         state.listener = listener
-        let continuation = self.continuation
-        let dropped = self.droppedEvents
-        listener?.start { events in
-            if case .dropped = continuation.yield(.events(events)) { dropped.set() }
-        }
+        listener?.start { events in self.post(events) }
+        activeListener.withLock { $0 = listener }
+        syncWaiters.withLock { $0.stopped = false }
         let ticker = Task {
             while !Task.isCancelled {
                 try? await Task.sleep(for: Self.tickInterval)
@@ -105,7 +156,11 @@ public final class SpoolWatcher: Sendable {
         }
         defer {
             ticker.cancel()
+            activeListener.withLock { $0 = nil }
             listener?.stop()
+            syncWaiters.withLock { $0.stopped = true }
+            answerSync(nil, settling: 0)
+            settling.store(0, ordering: .relaxed)
         }
 
         await state.fullScan(deliver: deliver, createIfMissing: true)
@@ -114,7 +169,9 @@ public final class SpoolWatcher: Sendable {
             if Task.isCancelled { break }
             if droppedEvents.takeIfSet() {
                 logger.warning("fell behind the filesystem events; rescanning")
+                let waiting = syncWaiters.withLock { Array($0.waiting.keys) }
                 await state.fullScan(deliver: deliver)
+                answerSync(waiting, settling: state.pending.count)
             }
             switch input {
             case .events(let events):
@@ -123,7 +180,10 @@ public final class SpoolWatcher: Sendable {
                 await state.tick(deliver: deliver)
             case .rescan:
                 await state.fullScan(deliver: deliver)
+            case .sync(let token):
+                answerSync([token], settling: state.pending.count)
             }
+            settling.store(state.pending.count, ordering: .relaxed)
         }
     }
 }

@@ -19,7 +19,7 @@
 /// inside the kernel (reflinks on filesystems that support it).
 ssize_t cferry_copy_file_range(int fd_in, int64_t *off_in, int fd_out, int64_t *off_out, size_t len);
 
-static inline int cferry_inotify_init(void) { return inotify_init1(IN_CLOEXEC); }
+static inline int cferry_inotify_init(void) { return inotify_init1(IN_CLOEXEC | IN_NONBLOCK); }
 
 static inline int cferry_inotify_add_watch(int fd, const char *path, uint32_t mask) {
     return inotify_add_watch(fd, path, mask);
@@ -44,8 +44,14 @@ static const uint32_t CFERRY_IN_ONLYDIR = IN_ONLYDIR;
 static const uint32_t CFERRY_IN_DONT_FOLLOW = IN_DONT_FOLLOW;
 static const uint32_t CFERRY_IN_EXCL_UNLINK = IN_EXCL_UNLINK;
 
-/// Peer credentials of a connected Unix socket (SO_PEERCRED).
-int cferry_peer_credentials(int fd, pid_t *pid, uid_t *uid, gid_t *gid);
+/// The peer credentials of a connected Unix socket, laid out as `struct ucred` (which the system
+/// headers only declare under _GNU_SOURCE), for getsockopt(SOL_SOCKET, SO_PEERCRED).
+typedef struct {
+    int32_t pid;
+    uint32_t uid;
+    uint32_t gid;
+} cferry_ucred;
+static const int CFERRY_SO_PEERCRED = SO_PEERCRED;
 
 /// renameat2(2) with RENAME_NOREPLACE: fails with EEXIST instead of replacing an existing target.
 int cferry_rename_noreplace(int olddirfd, const char *oldpath, int newdirfd, const char *newpath);

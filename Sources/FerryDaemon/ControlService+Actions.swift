@@ -1,0 +1,211 @@
+import FerryConfig
+import FerryControl
+import FerryMultipart
+import FerryQueue
+import FerrySpool
+import FerrySystem
+import Foundation
+
+/// Operator actions on jobs: retry, hold, release, cancel; and `enqueue`.
+extension ControlService {
+    func act(_ command: ControlCommand, _ arguments: JobActionArguments, peer: ControlPeer) async throws -> ActionResults {
+        let ids = arguments.ids ?? []
+        let all = arguments.all ?? false
+        if all == !ids.isEmpty {
+            throw ControlError(.invalidArgument, ids.isEmpty
+                ? "name the jobs to \(command.rawValue), or ask for all of them explicitly (\"all\": true)"
+                : "give job ids or \"all\", not both")
+        }
+        if let spool = arguments.spool { try await checkSpoolKnown(spool) }
+        var targets: [Result<Job, ControlError>] = []
+        if all {
+            let states: [JobState] = switch command {
+            case .retry: [.failed]
+            case .hold: [.queued, .retrying]
+            default: [.held]
+            }
+            targets = try await store.jobs(inStates: states, spool: arguments.spool).map { .success($0) }
+        } else {
+            for id in ids {
+                do {
+                    targets.append(.success(try await find(id)))
+                } catch let error as ControlError {
+                    targets.append(.failure(error))
+                }
+            }
+        }
+        let reason = "\(command == .hold ? "held" : command == .cancel ? "cancelled" : command == .release ? "released" : "retried") by \(peer) via the control socket"
+        var results: [ActionOutcome] = []
+        for (index, target) in targets.enumerated() {
+            switch target {
+            case .failure(let error):
+                results.append(ActionOutcome(id: ids[index], ok: false, error: error))
+            case .success(let job):
+                do {
+                    let state = try await perform(command, on: job, reason: reason)
+                    results.append(ActionOutcome(id: job.id.rawValue, ok: true, state: JobStateName(rawValue: state.rawValue)))
+                } catch let error as ControlError {
+                    results.append(ActionOutcome(id: job.id.rawValue, ok: false, state: JobStateName(rawValue: job.state.rawValue), error: error))
+                }
+            }
+        }
+        if results.contains(where: \.ok) {
+            logger.notice("operator action", metadata: ["action": "\(command.rawValue)", "jobs": "\(results.filter(\.ok).count)", "peer": "\(peer)"])
+            scheduler.wake()
+        }
+        return ActionResults(results: results)
+    }
+
+    /// Applies one action to one job and returns its state afterwards.
+    private func perform(_ command: ControlCommand, on job: Job, reason: String) async throws -> JobState {
+        let now = Date()
+        switch command {
+        case .hold:
+            return try await settle(store.hold(job, now: now, reason: reason), intervention: .hold(reason: reason), wanted: .held, verb: "held")
+        case .release:
+            switch try await store.release(job, now: now, reason: reason) {
+            case .done(let job): return job.state
+            case .uploading(let job), .notAllowed(let job): throw ControlError(.conflict, "job \(job.id) is \(job.state.rawValue), not held")
+            }
+        case .cancel:
+            let state = try await settle(store.cancel(job, now: now, reason: reason), intervention: .cancel(reason: reason), wanted: .cancelled, verb: "cancelled")
+            if let cancelled = try await store.job(sequence: job.sequence ?? -1), cancelled.state == .cancelled, cancelled.disposedAt == nil,
+               !pipeline.isActive(cancelled), let spool = pipeline.spools[cancelled.spool] {
+                await pipeline.disposer.dispose(cancelled, spool: spool.configuration, files: spool.files)
+            }
+            return state
+        case .retry:
+            switch job.state {
+            case .failed, .cancelled:
+                return try await retryFinished(job, reason: reason)
+            case .done:
+                throw ControlError(.conflict, "job \(job.id) was already delivered (HTTP \(job.responseStatus.map(String.init) ?? "2xx"))")
+            case .superseded:
+                throw ControlError(.conflict, "job \(job.id) was superseded: its file changed and the new version is another job")
+            case .uploading:
+                throw ControlError(.conflict, "job \(job.id) is uploading right now")
+            default:
+                switch try await store.retryNow(job, now: now, reason: reason) {
+                case .done(let job): return job.state
+                case .uploading(let job), .notAllowed(let job): throw ControlError(.conflict, "job \(job.id) is \(job.state.rawValue) and cannot be retried")
+                }
+            }
+        default:
+            throw ControlError(.invalidArgument, "\(command.rawValue) is not a job action")
+        }
+    }
+
+    /// Finishes a hold or cancel: done in the queue, or — for a job uploading right now — by stopping
+    /// the upload and waiting (up to 10 s) for the pipeline to record the new state.
+    private func settle(_ outcome: JobStore.ActionOutcome, intervention: Intervention, wanted: JobState, verb: String) async throws -> JobState {
+        switch outcome {
+        case .done(let job):
+            return job.state
+        case .notAllowed(let job):
+            throw ControlError(.conflict, "job \(job.id) is \(job.state.rawValue) and cannot be \(verb)")
+        case .uploading(let job):
+            let deadline = ContinuousClock.now + .seconds(10)
+            var asked = false
+            while ContinuousClock.now < deadline {
+                if !asked { asked = pipeline.activity.intervene(job, intervention) }
+                guard let current = try await store.job(sequence: job.sequence ?? -1) else { break }
+                if current.state == wanted { return wanted }
+                if current.state != .uploading {
+                    if current.state == .queued || current.state == .retrying {
+                        // The upload ended (for another reason) before the request reached it: apply it now.
+                        let again = wanted == .held
+                            ? try await store.hold(current, now: Date(), reason: Self.reason(of: intervention))
+                            : try await store.cancel(current, now: Date(), reason: Self.reason(of: intervention))
+                        if case .done(let job) = again { return job.state }
+                    }
+                    throw ControlError(.conflict, "job \(job.id) finished before it could be \(verb) (it is \(current.state.rawValue))")
+                }
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            throw ControlError(.conflict, "job \(job.id) is still uploading; the upload did not stop within 10s")
+        }
+    }
+
+    private static func reason(of intervention: Intervention) -> String {
+        switch intervention {
+        case .hold(let reason), .cancel(let reason): reason
+        }
+    }
+
+    /// Retries a failed or cancelled job: brings its file back from the failed directory into the
+    /// spool under its own name, and queues the same job (same id, so the same `Idempotency-Key`)
+    /// with a fresh allowance of attempts and `max_age`.
+    private func retryFinished(_ job: Job, reason: String) async throws -> JobState {
+        guard let spool = pipeline.spools[job.spool] else {
+            throw ControlError(.conflict, "spool \"\(job.spool)\" is no longer configured")
+        }
+        let reopened: Job
+        do {
+            reopened = try await store.reopen(job, now: Date())
+        } catch JobStore.ReopenError.pathBusy {
+            throw ControlError(.conflict, "another job for \(job.displayPath) is active; it carries the file now")
+        } catch JobStore.ReopenError.notFailed(let state) {
+            throw ControlError(.conflict, "job \(job.id) is \(state.rawValue), not failed")
+        }
+        let identity: FileIdentity
+        do {
+            switch (job.disposition, job.finalPath) {
+            case ("moved"?, let movedPath?):
+                let status = try spool.files.bringBack(from: movedPath, to: job.relativePath, token: job.id.rawValue)
+                identity = FileIdentity(status)
+            case (nil, _), ("left"?, _):
+                // The file never left the spool.
+                guard let status = spool.files.status(job.relativePath), status.kind == .regular else {
+                    throw SpoolFiles.ReturnError.missing(spool.configuration.directory + "/" + job.displayPath)
+                }
+                identity = FileIdentity(status)
+            default:
+                throw SpoolFiles.ReturnError.missing(job.finalPath.map(displayName) ?? job.displayPath)
+            }
+        } catch {
+            try? await store.abandonReopen(reopened, previous: job.state, now: Date())
+            throw ControlError(.conflict, "cannot retry job \(job.id): \(error)")
+        }
+        let queued = try await store.requeueReopened(reopened, identity: identity, now: Date(), reason: reason)
+        return queued.state
+    }
+
+    // MARK: - Enqueue
+
+    func enqueue(_ arguments: EnqueueArguments) async throws -> ActionResults {
+        guard let spool = pipeline.spools[arguments.spool] else {
+            throw ControlError(.notFound, "no spool named \"\(arguments.spool)\"; configured: \(runtime.configuration.spools.map(\.name).joined(separator: ", "))")
+        }
+        guard !arguments.files.isEmpty, arguments.files.count <= 10_000 else {
+            throw ControlError(.invalidArgument, "give between 1 and 10000 files")
+        }
+        var results: [ActionOutcome] = []
+        var found: [(String, JobStore.DiscoveredFile)] = []
+        for file in arguments.files {
+            let parts = file.split(separator: "/", omittingEmptySubsequences: false)
+            guard !file.isEmpty, !file.hasPrefix("/"), !parts.contains(where: { $0.isEmpty || $0 == "." || $0 == ".." }),
+                  spool.configuration.recursive || parts.count == 1 else {
+                results.append(ActionOutcome(id: file, ok: false, error: ControlError(.invalidArgument,
+                    "\(file): give a path relative to the spool directory (no \"..\"; subdirectories only in a recursive spool)")))
+                continue
+            }
+            guard let status = spool.files.status(Array(file.utf8)), status.kind == .regular else {
+                results.append(ActionOutcome(id: file, ok: false, error: ControlError(.notFound, "\(file) is not a regular file in spool \(arguments.spool)")))
+                continue
+            }
+            found.append((file, JobStore.DiscoveredFile(spool: arguments.spool, relativePath: Array(file.utf8), identity: FileIdentity(status))))
+        }
+        let created = try await store.enqueue(found.map(\.1), now: Date(), makeBoundary: { MultipartBoundary.random().value })
+        for (file, discovered) in found {
+            if let job = created.first(where: { $0.relativePath == discovered.relativePath }) {
+                results.append(ActionOutcome(id: file, ok: true, state: .queued, job: job.id.rawValue))
+            } else if let existing = try await store.latestJob(spool: arguments.spool, relativePath: discovered.relativePath) {
+                results.append(ActionOutcome(id: file, ok: true, state: JobStateName(rawValue: existing.state.rawValue), job: existing.id.rawValue))
+            } else {
+                results.append(ActionOutcome(id: file, ok: false, error: ControlError(.internal, "\(file) could not be queued")))
+            }
+        }
+        if !created.isEmpty { scheduler.wake() }
+        return ActionResults(results: results)
+    }
+}

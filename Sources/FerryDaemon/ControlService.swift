@@ -1,0 +1,286 @@
+import FerryConfig
+import FerryControl
+import FerryQueue
+import FerrySystem
+import Foundation
+import Logging
+import NIOCore
+
+/// Answers control requests: parses a request line, checks the peer may run the command, and runs
+/// it against the queue and the daemon's parts. Every failure becomes an error reply; nothing a
+/// client sends can stop the daemon.
+final class ControlService: Sendable {
+    let store: JobStore
+    let runtime: DaemonRuntime
+    let scheduler: Scheduler
+    let pipeline: JobPipeline
+    let meter: ThroughputMeter
+    let startedAt = Date()
+    let logger: Logger
+
+    init(store: JobStore, runtime: DaemonRuntime, scheduler: Scheduler, pipeline: JobPipeline, meter: ThroughputMeter, logger: Logger) {
+        self.store = store
+        self.runtime = runtime
+        self.scheduler = scheduler
+        self.pipeline = pipeline
+        self.meter = meter
+        var logger = logger
+        logger[metadataKey: "component"] = "control"
+        self.logger = logger
+    }
+
+    /// The replies to one request frame (streaming commands write their events themselves).
+    func respond(to frame: ControlFrame, session: ControlSession) async -> [ControlReply] {
+        let line: ByteBuffer
+        switch frame {
+        case .oversized:
+            return [ControlReply(id: nil, error: ControlError(.requestTooLarge,
+                "the request line is longer than \(ControlProtocol.maximumRequestLength) bytes"))]
+        case .line(let buffer):
+            line = buffer
+        }
+        if line.readableBytes == 0 { return [] }
+        let object: [String: JSONValue]
+        do {
+            object = try ControlJSON.decoder.decode([String: JSONValue].self, from: Data(line.readableBytesView))
+        } catch {
+            return [ControlReply(id: nil, error: ControlError(.badRequest,
+                "the request is not a JSON object on one line; send {\"v\":1,\"id\":1,\"cmd\":\"status\"}"))]
+        }
+        let id = object["id"]
+        guard case .number(let version)? = object["v"] else {
+            return [ControlReply(id: id, error: ControlError(.badRequest, "the request has no protocol version \"v\"; this daemon speaks version \(ControlProtocol.version)"))]
+        }
+        guard version == Double(ControlProtocol.version) else {
+            return [ControlReply(id: id, error: ControlError(.unsupportedVersion,
+                "protocol version \(version.rounded() == version && abs(version) < 1e15 ? String(Int64(version)) : String(version)) is not supported; this daemon speaks version \(ControlProtocol.version)"))]
+        }
+        guard case .string(let name)? = object["cmd"] else {
+            return [ControlReply(id: id, error: ControlError(.badRequest, "the request has no command name \"cmd\""))]
+        }
+        guard let command = ControlCommand(rawValue: name) else {
+            let known = ControlCommand.allCases.map(\.rawValue).joined(separator: ", ")
+            return [ControlReply(id: id, error: ControlError(.unknownCommand, "unknown command \"\(name)\"; known commands: \(known)"))]
+        }
+        let arguments: JSONValue
+        switch object["args"] {
+        case nil, .null?: arguments = .object([:])
+        case .object(let value)?: arguments = .object(value)
+        default:
+            return [ControlReply(id: id, error: ControlError(.badRequest, "\"args\" must be a JSON object"))]
+        }
+        if !command.isReadOnly && session.peer.access != .control {
+            return [ControlReply(id: id, error: ControlError(.permissionDenied,
+                "\(session.peer) may only read (status, list, show, watch, health, metrics); \"\(name)\" needs root, ferryd's user or control_group"))]
+        }
+        do {
+            let result = try await run(command, arguments: arguments, id: id, session: session)
+            return result.map { [ControlReply(id: id, result: $0)] } ?? []
+        } catch let error as ControlError {
+            return [ControlReply(id: id, error: error)]
+        } catch let error as DecodingError {
+            return [ControlReply(id: id, error: ControlError(.invalidArgument, "invalid arguments for \(name): \(Self.describe(error))"))]
+        } catch {
+            logger.error("control request failed", metadata: ["command": "\(name)", "error": "\(error)"])
+            return [ControlReply(id: id, error: ControlError(.internal, "\(name) failed: \(error)"))]
+        }
+    }
+
+    /// Runs one command; `nil` when the command wrote its replies itself (streams).
+    private func run(_ command: ControlCommand, arguments: JSONValue, id: JSONValue?, session: ControlSession) async throws -> JSONValue? {
+        switch command {
+        case .status: return try ControlJSON.value(await status())
+        case .list: return try ControlJSON.value(await list(arguments.decode(ListArguments.self)))
+        case .show: return try ControlJSON.value(await show(arguments.decode(ShowArguments.self), peer: session.peer))
+        case .health: return try ControlJSON.value(await health())
+        case .metrics: return try ControlJSON.value(await metrics())
+        case .pause: return try ControlJSON.value(await pause(arguments.decode(PauseArguments.self), paused: true))
+        case .resume: return try ControlJSON.value(await pause(arguments.decode(PauseArguments.self), paused: false))
+        case .retry, .hold, .release, .cancel:
+            return try ControlJSON.value(await act(command, arguments.decode(JobActionArguments.self), peer: session.peer))
+        case .enqueue: return try ControlJSON.value(await enqueue(arguments.decode(EnqueueArguments.self)))
+        case .reload: return try ControlJSON.value(await runtime.reload(reason: "reload requested by \(session.peer)"))
+        case .wait: return try ControlJSON.value(await wait(arguments.decode(WaitArguments.self), session: session))
+        case .watch:
+            try await watch(arguments.decode(WatchArguments.self), id: id, session: session)
+            return nil
+        }
+    }
+
+    static func describe(_ error: DecodingError) -> String {
+        switch error {
+        case .keyNotFound(let key, _): "missing \"\(key.stringValue)\""
+        case .typeMismatch(_, let context), .valueNotFound(_, let context), .dataCorrupted(let context):
+            (context.codingPath.last.map { "\"\($0.stringValue)\": " } ?? "") + context.debugDescription
+        @unknown default: "\(error)"
+        }
+    }
+
+    // MARK: - Reading
+
+    func status() async throws -> StatusReport {
+        let counts = try await store.counts()
+        let configuration = runtime.configuration
+        let paused = scheduler.paused
+        var spools = configuration.spools.map { spool in
+            SpoolStatus(
+                name: spool.name, directory: spool.directory, paused: paused.contains("*") || paused.contains(spool.name),
+                counts: Self.allStates(counts[spool.name] ?? [:]), settling: runtime.watcher(named: spool.name)?.settlingCount ?? 0)
+        }
+        for (name, byState) in counts.sorted(by: { $0.key < $1.key }) where configuration.spool(named: name) == nil {
+            spools.append(SpoolStatus(name: name, directory: "", paused: false, counts: Self.allStates(byState), settling: 0))
+        }
+        let total = pipeline.activity.totalBytesSent.load(ordering: .relaxed)
+        return StatusReport(
+            version: FerryVersion.current, pid: getpid(), startedAt: startedAt, uptimeSeconds: Date().timeIntervalSince(startedAt),
+            configPath: configuration.path, maxConcurrentUploads: scheduler.maxConcurrentUploads, spools: spools,
+            bytesPerSecond: meter.bytesPerSecond(total: total), uploads: pipeline.activity.snapshot())
+    }
+
+    private static func allStates(_ counts: [JobState: Int]) -> [String: Int] {
+        Dictionary(uniqueKeysWithValues: JobState.allCases.map { ($0.rawValue, counts[$0] ?? 0) })
+    }
+
+    func list(_ arguments: ListArguments) async throws -> JobList {
+        let limit = arguments.limit ?? 50
+        guard (1...1000).contains(limit) else { throw ControlError(.invalidArgument, "limit must be between 1 and 1000") }
+        if let spool = arguments.spool { try await checkSpoolKnown(spool) }
+        let states = arguments.states?.compactMap { JobState(rawValue: $0.rawValue) }
+        let (jobs, more) = try await store.jobs(states: states, spool: arguments.spool, since: arguments.since, limit: limit)
+        return JobList(jobs: jobs.map(\.summary), more: more)
+    }
+
+    func show(_ arguments: ShowArguments, peer: ControlPeer) async throws -> JobDetail {
+        let job = try await find(arguments.id)
+        let attempts = try await store.attempts(of: job)
+        let spool = runtime.configuration.spool(named: job.spool)
+        var response: ResponseInfo?
+        if let status = job.responseStatus {
+            var info = ResponseInfo(status: status, contentType: job.responseContentType, body: nil, bodyBase64: nil)
+            if peer.access != .control {
+                info.bodyHidden = job.responseBody != nil ? true : nil
+            } else if let body = job.responseBody {
+                if let text = String(validating: body, as: UTF8.self) { info.body = text } else { info.bodyBase64 = Data(body).base64EncodedString() }
+            }
+            response = info
+        }
+        let (location, path) = Self.location(of: job, spoolDirectory: spool?.directory)
+        return JobDetail(
+            job: job.summary, url: spool?.url.redactedURL ?? "(spool no longer configured)", location: location, path: path,
+            disposition: job.disposition, heldAt: job.heldAt, response: response,
+            attempts: attempts.map {
+                AttemptInfo(number: $0.number, startedAt: $0.startedAt, durationSeconds: $0.duration, status: $0.httpStatus,
+                            error: $0.error, bytesSent: $0.bytesSent, outcome: $0.outcome.rawValue)
+            },
+            progress: pipeline.activity.progress(of: job))
+    }
+
+    /// Where the job's file is now.
+    static func location(of job: Job, spoolDirectory: String?) -> (String, String?) {
+        let inSpool = spoolDirectory.map { $0 + "/" + job.displayPath }
+        switch (job.state, job.disposition) {
+        case (.queued, _), (.uploading, _), (.retrying, _), (.held, _), (.superseded, _), (_, nil), (_, "left"?):
+            return ("spool", inSpool)
+        case (.done, "kept"?): return ("kept", inSpool)
+        case (.done, "deleted"?): return ("deleted", nil)
+        case (.done, "moved"?): return ("sent", job.finalPath.map(displayName))
+        case (_, "moved"?): return ("failed", job.finalPath.map(displayName))
+        default: return ("missing", nil)
+        }
+    }
+
+    func health() async -> HealthReport {
+        var problems: [String] = []
+        let since = scheduler.sinceLastTurn
+        if since > .seconds(150) { problems.append("the scheduler has not turned for \(Int(since.seconds))s") }
+        do {
+            _ = try await store.count(inStates: [.queued])
+        } catch {
+            problems.append("the queue database cannot be read: \(error)")
+        }
+        return HealthReport(status: problems.isEmpty ? "ok" : "degraded", version: FerryVersion.current,
+                            uptimeSeconds: Date().timeIntervalSince(startedAt), problems: problems)
+    }
+
+    func metrics() async throws -> MetricsReport {
+        let counts = try await store.counts()
+        var values: [String: Double] = [
+            "ferry_uptime_seconds": Date().timeIntervalSince(startedAt),
+            "ferry_bytes_sent_total": Double(pipeline.activity.totalBytesSent.load(ordering: .relaxed)),
+            "ferry_uploads_in_flight": Double(scheduler.inFlight),
+        ]
+        var lines = [
+            "# HELP ferry_uptime_seconds Seconds since ferryd started.", "# TYPE ferry_uptime_seconds gauge",
+            "ferry_uptime_seconds \(values["ferry_uptime_seconds"]!)",
+            "# HELP ferry_bytes_sent_total Request body bytes handed to connections since start.", "# TYPE ferry_bytes_sent_total counter",
+            "ferry_bytes_sent_total \(Int64(values["ferry_bytes_sent_total"]!))",
+            "# HELP ferry_uploads_in_flight Uploads in progress.", "# TYPE ferry_uploads_in_flight gauge",
+            "ferry_uploads_in_flight \(scheduler.inFlight)",
+            "# HELP ferry_jobs Jobs in the queue database by spool and state.", "# TYPE ferry_jobs gauge",
+        ]
+        for (spool, byState) in counts.sorted(by: { $0.key < $1.key }) {
+            for state in JobState.allCases {
+                let count = byState[state] ?? 0
+                values["ferry_jobs{spool=\"\(spool)\",state=\"\(state.rawValue)\"}"] = Double(count)
+                lines.append("ferry_jobs{spool=\"\(spool)\",state=\"\(state.rawValue)\"} \(count)")
+            }
+        }
+        return MetricsReport(values: values, prometheus: lines.joined(separator: "\n") + "\n")
+    }
+
+    // MARK: - Pause
+
+    func pause(_ arguments: PauseArguments, paused: Bool) async throws -> PauseState {
+        let names = runtime.configuration.spools.map(\.name)
+        let now = Date()
+        if let spool = arguments.spool {
+            guard names.contains(spool) else { throw ControlError(.notFound, "no spool named \"\(spool)\"; configured: \(names.joined(separator: ", "))") }
+            let current = try await store.pausedSpools()
+            if !paused && current.contains("*") {
+                // Resuming one spool while all are paused: pause the others one by one instead.
+                try await store.setPaused("*", false, now: now)
+                for other in names where other != spool { try await store.setPaused(other, true, now: now) }
+            } else {
+                try await store.setPaused(spool, paused, now: now)
+            }
+        } else {
+            try await store.setPaused("*", paused, now: now)
+        }
+        let current = try await store.pausedSpools()
+        scheduler.paused = current
+        logger.notice(paused ? "paused" : "resumed", metadata: ["spool": "\(arguments.spool ?? "*")"])
+        return PauseState(paused: current.contains("*") ? names : names.filter(current.contains))
+    }
+
+    // MARK: - Helpers
+
+    /// The job named by a full id or an unambiguous prefix.
+    func find(_ text: String) async throws -> Job {
+        switch try await store.lookup(text) {
+        case .found(let job): return job
+        case .notFound: throw ControlError(.notFound, "no job \(text)")
+        case .ambiguous: throw ControlError(.invalidArgument, "\(text) matches more than one job; give more of the id")
+        }
+    }
+
+    func checkSpoolKnown(_ spool: String) async throws {
+        if runtime.configuration.spool(named: spool) != nil { return }
+        if try await store.counts()[spool] != nil { return }
+        throw ControlError(.notFound, "no spool named \"\(spool)\"; configured: \(runtime.configuration.spools.map(\.name).joined(separator: ", "))")
+    }
+}
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+extension Job {
+    /// The job as `list` shows it.
+    var summary: JobSummary {
+        JobSummary(
+            id: id.rawValue, spool: spool, file: displayPath, size: identity.size,
+            state: JobStateName(rawValue: state.rawValue) ?? .queued, attempts: attempts, createdAt: createdAt,
+            updatedAt: updatedAt, nextAttemptAt: nextAttemptAt, finishedAt: finishedAt, lastError: lastError,
+            responseStatus: responseStatus)
+    }
+}

@@ -1,0 +1,151 @@
+import FerryControl
+import FerryQueue
+import Foundation
+import Synchronization
+
+/// What an operator asked of a job that is being processed.
+enum Intervention: Sendable, Equatable {
+    /// Stop the upload and put the job on hold.
+    case hold(reason: String)
+    /// Stop the upload and cancel the job.
+    case cancel(reason: String)
+}
+
+/// The jobs being processed right now: their progress (for `status`, `show` and `watch`), the task
+/// doing the work (so an operator can stop it), and what the operator asked for.
+///
+/// One entry per job, from the moment the pipeline takes it until its outcome is recorded.
+final class ActiveJobs: Sendable {
+    struct Entry: Sendable {
+        var job: Job
+        var phase = "preparing"
+        var bytesSent: Int64 = 0
+        var bytesTotal: Int64
+        let startedAt = Date()
+        let clockStart = ContinuousClock.now
+        /// The bytes and time of the last rate sample, and the rate it gave.
+        var sample: (at: ContinuousClock.Instant, bytes: Int64) = (.now, 0)
+        var recentRate: Double?
+        var task: Task<Void, Never>?
+        var intervention: Intervention?
+    }
+
+    private let entries = Mutex<[Int64: Entry]>([:])
+    /// Every request body byte handed to a connection since start.
+    let totalBytesSent = Atomic<Int64>(0)
+
+    /// Starts tracking `job`. An intervention requested before the pipeline got here is kept.
+    func begin(_ job: Job, estimatedTotal: Int64) {
+        entries.withLock { $0[job.sequence ?? -1] = Entry(job: job, bytesTotal: estimatedTotal) }
+    }
+
+    func end(_ job: Job) {
+        _ = entries.withLock { $0.removeValue(forKey: job.sequence ?? -1) }
+    }
+
+    /// Whether the job is being processed right now.
+    func contains(_ job: Job) -> Bool {
+        entries.withLock { $0[job.sequence ?? -1] != nil }
+    }
+
+    /// Attaches the task processing the job; if an intervention is already waiting, it is cancelled at once.
+    func attach(_ task: Task<Void, Never>, to job: Job) {
+        let cancelNow = entries.withLock { entries -> Bool in
+            entries[job.sequence ?? -1]?.task = task
+            return entries[job.sequence ?? -1]?.intervention != nil
+        }
+        if cancelNow { task.cancel() }
+    }
+
+    /// Asks the pipeline to stop the job; returns false if the job is not being processed.
+    func intervene(_ job: Job, _ intervention: Intervention) -> Bool {
+        let task = entries.withLock { entries -> Task<Void, Never>?? in
+            guard entries[job.sequence ?? -1] != nil else { return .none }
+            entries[job.sequence ?? -1]?.intervention = intervention
+            return .some(entries[job.sequence ?? -1]?.task)
+        }
+        guard let task else { return false }
+        task?.cancel()
+        return true
+    }
+
+    /// What an operator asked of the job, if anything.
+    func intervention(for job: Job) -> Intervention? {
+        entries.withLock { $0[job.sequence ?? -1]?.intervention }
+    }
+
+    func sending(_ job: Job, total: Int64) {
+        entries.withLock {
+            $0[job.sequence ?? -1]?.phase = "sending"
+            $0[job.sequence ?? -1]?.bytesTotal = total
+            $0[job.sequence ?? -1]?.sample = (.now, 0)
+        }
+    }
+
+    /// Records that `sent` body bytes in all have been handed to the connection.
+    func progressed(_ job: Job, sent: Int64) {
+        let delta = entries.withLock { entries -> Int64 in
+            guard var entry = entries[job.sequence ?? -1] else { return 0 }
+            let delta = sent - entry.bytesSent
+            entry.bytesSent = sent
+            let now = ContinuousClock.now
+            let elapsed = now - entry.sample.at
+            if elapsed >= .seconds(2) {
+                entry.recentRate = Double(sent - entry.sample.bytes) / elapsed.seconds
+                entry.sample = (now, sent)
+            }
+            entries[job.sequence ?? -1] = entry
+            return delta
+        }
+        if delta > 0 { totalBytesSent.add(delta, ordering: .relaxed) }
+    }
+
+    /// The uploads in flight, oldest first.
+    func snapshot() -> [UploadProgress] {
+        let now = ContinuousClock.now
+        return entries.withLock { Array($0.values) }
+            .sorted { $0.startedAt < $1.startedAt }
+            .map { entry in
+                let elapsed = (now - entry.clockStart).seconds
+                let rate = entry.recentRate ?? (elapsed > 0 ? Double(entry.bytesSent) / elapsed : 0)
+                return UploadProgress(
+                    job: entry.job.id.rawValue, spool: entry.job.spool, file: entry.job.displayPath, phase: entry.phase,
+                    bytesSent: entry.bytesSent, bytesTotal: entry.bytesTotal, bytesPerSecond: rate,
+                    startedAt: entry.startedAt, attempt: entry.job.attempts + 1)
+            }
+    }
+
+    /// The progress of one job, if it is in flight.
+    func progress(of job: Job) -> UploadProgress? {
+        snapshot().first { $0.job == job.id.rawValue }
+    }
+}
+
+/// Bytes sent per second over the last minute, from a sample of the running total taken every second.
+final class ThroughputMeter: Sendable {
+    private let samples = Mutex<[(at: ContinuousClock.Instant, total: Int64)]>([])
+
+    /// Records the running total; call about once a second.
+    func sample(total: Int64) {
+        samples.withLock { samples in
+            samples.append((.now, total))
+            if samples.count > 61 { samples.removeFirst(samples.count - 61) }
+        }
+    }
+
+    /// The average rate over the samples kept (up to a minute).
+    func bytesPerSecond(total: Int64) -> Double {
+        samples.withLock { samples in
+            guard let first = samples.first else { return 0 }
+            let elapsed = (ContinuousClock.now - first.at).seconds
+            return elapsed > 0.5 ? Double(total - first.total) / elapsed : 0
+        }
+    }
+}
+
+extension Duration {
+    /// The duration in seconds, as a `TimeInterval`.
+    var seconds: TimeInterval {
+        TimeInterval(components.seconds) + TimeInterval(components.attoseconds) / 1e18
+    }
+}

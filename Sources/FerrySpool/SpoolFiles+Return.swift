@@ -1,0 +1,65 @@
+import FerrySystem
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+extension SpoolFiles {
+    /// Why a file moved aside cannot be brought back.
+    public enum ReturnError: Error, Sendable, CustomStringConvertible {
+        /// The file is no longer where Ferry put it.
+        case missing(String)
+        /// The spool already has a file with that name.
+        case nameTaken(String)
+        /// The failed directory is on another filesystem.
+        case crossDevice(String)
+        case system(SystemError)
+
+        public var description: String {
+            switch self {
+            case .missing(let path): "the file is no longer at \(path)"
+            case .nameTaken(let name): "the spool already has a file named \(name); move it away or wait for it to be uploaded"
+            case .crossDevice(let path): "\(path) is on another filesystem than the spool; move it back by hand"
+            case .system(let error): "\(error)"
+            }
+        }
+    }
+
+    /// Brings a file that Ferry moved aside (to `movedPath`, an absolute path in the failed
+    /// directory) back into the spool as `relativePath`, never replacing a file there, and removes
+    /// its `.error.json` sidecar if it is this job's (it contains `token`). Returns the file's
+    /// status at its place in the spool.
+    public func bringBack(from movedPath: [UInt8], to relativePath: [UInt8], token: String) throws(ReturnError) -> FileStatus {
+        let sourceName = movedPath.split(separator: UInt8(ascii: "/")).last.map(Array.init) ?? []
+        let parts = relativePath.split(separator: UInt8(ascii: "/")).map(Array.init)
+        guard !sourceName.isEmpty, let name = parts.last else { throw .missing(displayName(movedPath)) }
+        let sourceDirectory = String(decoding: movedPath.dropLast(sourceName.count + 1), as: UTF8.self)
+        let source: DirectoryHandle
+        let destination: DirectoryHandle
+        do {
+            source = try DirectoryHandle.open(sourceDirectory.isEmpty ? "/" : sourceDirectory)
+            destination = try DirectoryHandle.open(directory).openOrCreateSubdirectory(Array(parts.dropLast()))
+        } catch {
+            throw .system(error)
+        }
+        guard let status = source.status(of: sourceName), status.kind == .regular else { throw .missing(displayName(movedPath)) }
+        if destination.status(of: name) != nil { throw .nameTaken(displayName(relativePath)) }
+        do {
+            try source.renameNoReplace(sourceName, to: destination, as: name)
+        } catch {
+            switch error.code {
+            case EEXIST: throw .nameTaken(displayName(relativePath))
+            case EXDEV: throw .crossDevice(displayName(movedPath))
+            default: throw .system(error)
+            }
+        }
+        destination.sync()
+        source.sync()
+        let sidecar = Self.sidecarName(for: sourceName)
+        if let text = source.readPrefix(sidecar, limit: 8192), Self.contains(text, Array(token.utf8)) {
+            try? source.unlink(sidecar)
+        }
+        guard let placed = destination.status(of: name) else { throw .missing(displayName(relativePath)) }
+        return placed
+    }
+}

@@ -1,0 +1,94 @@
+import ArgumentParser
+import FerryControl
+import Foundation
+
+/// `ferryctl status`: the daemon, its spools and the uploads in flight; `--watch` keeps it current.
+struct Status: DaemonCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Show the daemon, its spools and the uploads in flight.",
+        discussion: "With --watch, asks again every --interval until interrupted (Ctrl-C).")
+
+    @OptionGroup var global: GlobalOptions
+
+    @Flag(help: "Keep showing the status, refreshed every --interval.")
+    var watch = false
+
+    @Option(help: ArgumentHelp("Seconds between refreshes with --watch.", valueName: "seconds"))
+    var interval: Double = 1
+
+    func validate() throws {
+        guard interval.isFinite, interval >= 0.1 else { throw ValidationError("--interval must be at least 0.1 seconds") }
+    }
+
+    func execute(_ daemon: Daemon) async throws {
+        guard watch else {
+            let (raw, report) = try await daemon.request(.status, NoArguments(), as: StatusReport.self)
+            if daemon.json { try daemon.printJSON(raw) } else { Terminal.out(StatusView.render(report, interactive: Terminal.isInteractive)) }
+            return
+        }
+        let redraw = Terminal.isInteractive && !daemon.json
+        let interrupt = InterruptHandler {
+            if redraw { Terminal.out("\n") }
+            Terminal.terminate(.ok)
+        }
+        defer { interrupt.cancel() }
+        while true {
+            let (raw, report) = try await daemon.request(.status, NoArguments(), as: StatusReport.self)
+            if daemon.json {
+                try Daemon.printJSONLine(raw)
+            } else if redraw {
+                // Home, clear, then the whole frame in one write, so it does not flicker.
+                Terminal.out("\u{1B}[H\u{1B}[2J" + StatusView.render(report, interactive: true))
+            } else {
+                Terminal.out(StatusView.render(report, interactive: false) + "\n")
+            }
+            try await Task.sleep(for: .milliseconds(Int64(interval * 1000)))
+        }
+    }
+}
+
+/// The human rendering of a ``StatusReport``.
+enum StatusView {
+    /// The counts shown for each spool, in order.
+    static let countedStates: [JobStateName] = [.queued, .uploading, .retrying, .held, .failed, .done]
+
+    static func render(_ report: StatusReport, interactive: Bool) -> String {
+        var output = "ferryd \(report.version) (pid \(report.pid)), up \(Format.duration(report.uptimeSeconds))\n"
+        var header = KeyValueBlock()
+        header.append("config", report.configPath)
+        header.append("throughput", "\(Format.rate(report.bytesPerSecond)) (last minute)")
+        header.append("uploads", "\(report.uploads.count)/\(report.maxConcurrentUploads) upload slots busy")
+        output += header.render() + "\n"
+        output += spools(report.spools) + "\n"
+        output += uploads(report.uploads, interactive: interactive)
+        return output
+    }
+
+    static func spools(_ spools: [SpoolStatus]) -> String {
+        guard !spools.isEmpty else { return "no spools configured\n" }
+        var table = TextTable([.init("name")] + countedStates.map { .init($0.rawValue, rightAligned: true) }
+            + [.init("settling", rightAligned: true), .init("")])
+        for spool in spools {
+            table.append([spool.name] + countedStates.map { String(spool.counts[$0.rawValue] ?? 0) }
+                + [String(spool.settling), spool.paused ? "paused" : ""])
+        }
+        return table.render()
+    }
+
+    static func uploads(_ uploads: [UploadProgress], interactive: Bool) -> String {
+        guard !uploads.isEmpty else { return "no uploads in progress\n" }
+        var table = TextTable([
+            .init("file"), .init("spool"), .init("phase"), .init("sent", rightAligned: true),
+            .init("%", rightAligned: true), .init("rate", rightAligned: true), .init(""),
+        ])
+        for upload in uploads {
+            table.append([
+                Format.shortened(upload.file, to: 48), upload.spool, upload.phase,
+                "\(Format.bytes(upload.bytesSent)) / \(Format.bytes(upload.bytesTotal))",
+                Format.percent(upload.bytesSent, of: upload.bytesTotal), Format.rate(upload.bytesPerSecond),
+                interactive ? Format.progressBar(upload.bytesSent, of: upload.bytesTotal) : "",
+            ])
+        }
+        return table.render()
+    }
+}
