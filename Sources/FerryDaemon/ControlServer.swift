@@ -69,7 +69,7 @@ final class ControlServer: Sendable {
     /// Accepts connections until cancelled, then removes the socket file it created.
     func serve(_ server: NIOAsyncChannel<NIOAsyncChannel<ControlFrame, ByteBuffer>, Never>, created: Bool) async {
         defer { if created { unlink(path) } }
-        logger.info("control socket ready", metadata: ["path": "\(path)"])
+        logger.info("control socket ready", metadata: ["path": "\(created ? path : "(passed by systemd)")"])
         await withDiscardingTaskGroup { group in
             do {
                 try await server.executeThenClose { inbound in

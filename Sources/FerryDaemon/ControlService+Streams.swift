@@ -6,8 +6,10 @@ import Synchronization
 /// The long-running commands: `wait` (until the queue drains) and `watch` (a stream of events).
 extension ControlService {
     /// Returns when nothing is queued, uploading, retrying or settling in the spools (one spool, if
-    /// given), with the jobs that failed meanwhile. Files renamed into a spool before the request are
-    /// counted: each watcher is synced first.
+    /// given), with the jobs that failed in the current busy period: since the queue was last idle
+    /// (so a file that failed before `wait` was called, in the batch it waits for, is reported), or
+    /// since ferryd started. Files renamed into a spool before the request are counted: each watcher
+    /// is synced first.
     func wait(_ arguments: WaitArguments, session: ControlSession) async throws -> WaitResult {
         if let spool = arguments.spool { try await checkSpoolKnown(spool) }
         if let timeout = arguments.timeoutSeconds, !(timeout >= 0 && timeout <= 31_536_000) {
@@ -46,7 +48,7 @@ extension ControlService {
                 if let deadline { next = min(next, deadline) }
                 await wake.wait(until: next)
             }
-            let failed = try await failures(after: firstEvent, spool: arguments.spool)
+            let failed = try await failures(after: min(firstEvent, scheduler.busyPeriodStart), spool: arguments.spool)
             let held = try await store.count(inStates: [.held], spool: arguments.spool)
             return WaitResult(waitedSeconds: Date().timeIntervalSince(startedAt), failed: failed, held: held)
         }

@@ -69,8 +69,10 @@ public final class FerryDaemon: Service, Sendable {
         if !paused.isEmpty {
             logger.notice("uploads are paused (ferryctl resume to continue)", metadata: ["spools": "\(paused.sorted().joined(separator: ","))"])
         }
+        let eventsBefore = (try? await store.eventBounds().newest) ?? 0
         let scheduler = Scheduler(
-            store: store, pipeline: pipeline, maxConcurrentUploads: configuration.maxConcurrentUploads, paused: paused, logger: logger,
+            store: store, pipeline: pipeline, maxConcurrentUploads: configuration.maxConcurrentUploads, paused: paused,
+            eventsBefore: eventsBefore, logger: logger,
             onTurn: { await chores.runIfDue() })
         intake.onQueued = { scheduler.wake() }
         self.scheduler.withLock { $0 = scheduler }

@@ -23,14 +23,20 @@ final class Scheduler: Sendable {
         /// Spools whose jobs are not started; `"*"` means all.
         var paused: Set<String> = []
         var lastTurn = ContinuousClock.now
+        /// Whether jobs are pending (queued, retrying, uploading) as of the last turn.
+        var busy = false
+        /// The newest event id before the current (or, when idle, the latest) busy period.
+        var periodStart: Int64
+        /// The newest event id seen while idle.
+        var idleAt: Int64
     }
     private let state: Mutex<State>
 
-    init(store: JobStore, pipeline: JobPipeline, maxConcurrentUploads: Int, paused: Set<String> = [], logger: Logger,
-         onTurn: @escaping @Sendable () async -> Void = {}) {
+    init(store: JobStore, pipeline: JobPipeline, maxConcurrentUploads: Int, paused: Set<String> = [], eventsBefore: Int64 = 0,
+         logger: Logger, onTurn: @escaping @Sendable () async -> Void = {}) {
         self.store = store
         self.pipeline = pipeline
-        self.state = Mutex(State(maxConcurrentUploads: maxConcurrentUploads, paused: paused))
+        self.state = Mutex(State(maxConcurrentUploads: maxConcurrentUploads, paused: paused, periodStart: eventsBefore, idleAt: eventsBefore))
         self.logger = logger
         self.onTurn = onTurn
     }
@@ -53,6 +59,29 @@ final class Scheduler: Sendable {
         set {
             state.withLock { $0.paused = newValue }
             doorbell.ring()
+        }
+    }
+
+    /// The newest event id before the current busy period (jobs pending since the queue was last
+    /// idle), or before the latest one when the queue is idle now: `wait` reports the failures after it.
+    var busyPeriodStart: Int64 { state.withLock { $0.periodStart } }
+
+    /// Notes whether the queue is busy or idle, to delimit busy periods.
+    private func notePeriod() async {
+        var pending = inFlight > 0
+        if !pending, let due = try? await store.nextDueDate() { pending = due != nil }
+        if pending {
+            state.withLock { state in
+                if !state.busy {
+                    state.busy = true
+                    state.periodStart = state.idleAt
+                }
+            }
+        } else if let newest = try? await store.eventBounds().newest {
+            state.withLock { state in
+                state.busy = false
+                state.idleAt = newest
+            }
         }
     }
 
@@ -96,6 +125,7 @@ final class Scheduler: Sendable {
                         continue
                     }
                 }
+                await notePeriod()
                 if claimed > 0 && claimed == free { continue }
                 // Sleep until the next job is due (or a minute, for the periodic chores).
                 var deadline = ContinuousClock.now + .seconds(60)

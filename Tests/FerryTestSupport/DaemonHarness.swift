@@ -34,8 +34,11 @@ public final class DaemonHarness: @unchecked Sendable {
     public private(set) var daemon: Ferryd?
     public let spools: [TestSpool]
 
+    /// The control socket's path.
+    public let controlSocket: String
+
     public init(
-        spools: [TestSpool] = [TestSpool()], topLevel: [String] = [], url: String? = nil,
+        spools: [TestSpool] = [TestSpool()], topLevel: [String] = [], url: String? = nil, controlSocket: String? = nil,
         plan: (@Sendable (RequestInfo) -> ReceiverAction)? = nil
     ) async throws {
         directory = try TemporaryDirectory()
@@ -43,9 +46,11 @@ public final class DaemonHarness: @unchecked Sendable {
         configPath = directory.url("ferry.toml")
         logPath = directory.url("ferryd.log")
         self.spools = spools
+        let base = directory
+        self.controlSocket = controlSocket.map { base.url($0) } ?? base.url("state/control.sock")
         var lines = [
             "state_directory = \"\(directory.url("state"))\"",
-            "control_socket = \"\(directory.url("state/control.sock"))\"",
+            "control_socket = \"\(self.controlSocket)\"",
             "log_level = \"debug\"",
         ] + topLevel
         for spool in spools {
@@ -103,6 +108,11 @@ public final class DaemonHarness: @unchecked Sendable {
         }
     }
 
+    /// Runs `ferryctl` against this daemon's control socket.
+    public func ctl(_ arguments: String..., asUser user: String? = nil, executable: String? = nil) async throws -> FerryctlResult {
+        try await runFerryctl(arguments, socket: controlSocket, asUser: user, executable: executable)
+    }
+
     /// Stops the daemon (SIGTERM) and the receiver.
     public func shutdown() async {
         if let daemon, daemon.child.isRunning { _ = try? await daemon.stop() }
@@ -117,11 +127,11 @@ public final class DaemonHarness: @unchecked Sendable {
 
 /// Runs `body` with a fresh harness, always shutting it down afterwards.
 public func withDaemonHarness<T>(
-    spools: [TestSpool] = [TestSpool()], topLevel: [String] = [], url: String? = nil,
+    spools: [TestSpool] = [TestSpool()], topLevel: [String] = [], url: String? = nil, controlSocket: String? = nil,
     plan: (@Sendable (RequestInfo) -> ReceiverAction)? = nil,
     _ body: (DaemonHarness) async throws -> T
 ) async throws -> T {
-    let harness = try await DaemonHarness(spools: spools, topLevel: topLevel, url: url, plan: plan)
+    let harness = try await DaemonHarness(spools: spools, topLevel: topLevel, url: url, controlSocket: controlSocket, plan: plan)
     do {
         let result = try await body(harness)
         await harness.shutdown()

@@ -1,0 +1,132 @@
+import FerryReceiver
+import FerryTestSupport
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+private func errorCode(_ reply: [String: Any]) -> String? {
+    (reply["error"] as? [String: Any])?["code"] as? String
+}
+
+@Suite("Control protocol over the Unix socket", .serialized)
+struct ControlProtocolTests {
+    @Test("Garbage, a 1 MiB line, truncated JSON, a wrong version, an unknown command: error replies, and the daemon keeps serving and uploading")
+    func badRequests() async throws {
+        try await withDaemonHarness { harness in
+            try await harness.start()
+            let socket = try RawControlSocket(path: harness.controlSocket)
+
+            try socket.send([0xFF, 0x00, 0x13, 0x37, 0xC3, 0x28, 0x0A])
+            let garbageReply = try #require(try socket.readLine())
+            #expect(errorCode(try parseJSONObject(garbageReply)) == "bad_request")
+
+            try socket.send([UInt8](repeating: UInt8(ascii: "x"), count: 1 << 20) + [0x0A])
+            let hugeReply = try #require(try socket.readLine())
+            #expect(errorCode(try parseJSONObject(hugeReply)) == "request_too_large")
+
+            #expect(errorCode(try socket.request(#"{"v":1,"id":1,"cmd":"sta"#)) == "bad_request")
+            let wrongVersion = try socket.request(#"{"v":2,"id":2,"cmd":"status"}"#)
+            #expect(errorCode(wrongVersion) == "unsupported_version")
+            #expect(wrongVersion["id"] as? Int == 2)
+            let unknown = try socket.request(#"{"v":1,"id":"three","cmd":"explode"}"#)
+            #expect(errorCode(unknown) == "unknown_command")
+            #expect(unknown["id"] as? String == "three")
+            #expect(errorCode(try socket.request(#"{"v":1,"id":4,"cmd":"list","args":[1,2]}"#)) == "bad_request")
+            #expect(errorCode(try socket.request(#"{"v":1,"id":5,"cmd":"list","args":{"limit":0}}"#)) == "invalid_argument")
+            #expect(errorCode(try socket.request(#"{"v":1,"id":6,"cmd":"list","args":{"limit":"many"}}"#)) == "invalid_argument")
+            #expect(errorCode(try socket.request(#"{"v":1,"id":7,"cmd":"show","args":{"id":"01NOSUCHJOB"}}"#)) == "not_found")
+            #expect(errorCode(try socket.request(#"{"v":1,"id":8,"cmd":"hold"}"#)) == "invalid_argument")
+            #expect(errorCode(try socket.request(#"[1,2,3]"#)) == "bad_request")
+
+            // The same connection still works, and so does the daemon's real job.
+            let status = try socket.request(#"{"v":1,"id":9,"cmd":"status"}"#)
+            #expect(status["ok"] as? Bool == true)
+            #expect(status["v"] as? Int == 1)
+            try harness.drop("after-garbage.txt", Array("still uploading".utf8))
+            try await harness.waitForAccepted(1)
+            #expect(harness.daemon?.child.isRunning == true)
+
+            // A client that sends a last line without a newline and half-closes still gets its answer.
+            let halfClosed = try RawControlSocket(path: harness.controlSocket)
+            try halfClosed.send(#"{"v":1,"id":10,"cmd":"health"}"#)
+            shutdown(halfClosed.descriptor, Int32(SHUT_WR))
+            let healthLine = try #require(try halfClosed.readLine())
+            let health = try parseJSONObject(healthLine)
+            #expect(health["ok"] as? Bool == true)
+        }
+    }
+
+    @Test("200 concurrent clients are all answered while one idle client is timed out")
+    func manyClientsAndAnIdleOne() async throws {
+        try await withDaemonHarness(topLevel: ["control_idle_timeout = \"1s\""]) { harness in
+            try await harness.start()
+            let idle = try RawControlSocket(path: harness.controlSocket)
+            var clients: [RawControlSocket] = []
+            for _ in 0..<200 { clients.append(try RawControlSocket(path: harness.controlSocket)) }
+            for (index, client) in clients.enumerated() {
+                try client.send(#"{"v":1,"id":\#(index),"cmd":"status"}"# + "\n")
+            }
+            try harness.drop("during-load.txt", Array("x".utf8))
+            for (index, client) in clients.enumerated() {
+                let line = try #require(try client.readLine(timeout: .seconds(30)))
+                let reply = try parseJSONObject(line)
+                #expect(reply["ok"] as? Bool == true)
+                #expect(reply["id"] as? Int == index)
+            }
+            try await harness.waitForAccepted(1)
+            // The idle client is disconnected; the others were not kept waiting by it.
+            #expect(try idle.readLine(timeout: .seconds(10)) == nil)
+            let late = try RawControlSocket(path: harness.controlSocket)
+            #expect(try late.request(#"{"v":1,"id":1,"cmd":"health"}"#)["ok"] as? Bool == true)
+        }
+    }
+
+    @Test("watch streams job events with increasing ids, and a reconnect with since replays what was missed")
+    func watchReplay() async throws {
+        try await withDaemonHarness { harness in
+            try await harness.start()
+            let watcher = try RawControlSocket(path: harness.controlSocket)
+            let start = try watcher.request(#"{"v":1,"id":1,"cmd":"watch","args":{"progress":false}}"#)
+            #expect(start["ok"] as? Bool == true)
+            try harness.drop("one.txt", Array("1".utf8))
+            var ids: [Int] = []
+            var kinds: [String] = []
+            while !kinds.contains("disposed") {
+                let text = try #require(try watcher.readLine(timeout: .seconds(30)))
+                let line = try parseJSONObject(text)
+                let event = try #require(line["event"] as? [String: Any])
+                #expect(line["id"] as? Int == 1)
+                ids.append(try #require(event["id"] as? Int))
+                kinds.append(try #require(event["event"] as? String))
+            }
+            #expect(kinds == ["queued", "started", "done", "disposed"])
+            #expect(ids == ids.sorted() && Set(ids).count == ids.count)
+
+            // Events that happen while no one watches are replayed from `since`.
+            try harness.drop("two.txt", Array("2".utf8))
+            try await harness.waitForAccepted(2)
+            try await harness.waitForQuiet()
+            let again = try RawControlSocket(path: harness.controlSocket)
+            let resumed = try again.request(#"{"v":1,"id":2,"cmd":"watch","args":{"since":\#(ids[0]),"progress":false}}"#)
+            #expect((resumed["result"] as? [String: Any])?["missed"] == nil)
+            var replayed: [Int] = []
+            var files: Set<String> = []
+            while replayed.count < 7 {
+                let line = try #require(try again.readLine(timeout: .seconds(10)))
+                let event = try #require(try parseJSONObject(line)["event"] as? [String: Any])
+                replayed.append(try #require(event["id"] as? Int))
+                files.insert(try #require(event["file"] as? String))
+            }
+            #expect(replayed == Array((ids[0] + 1)...(ids[0] + 7)))
+            #expect(files == ["one.txt", "two.txt"])
+
+            // An id from the future (another database) is reported as missed, not silently ignored.
+            let future = try RawControlSocket(path: harness.controlSocket)
+            let reply = try future.request(#"{"v":1,"id":3,"cmd":"watch","args":{"since":999999,"progress":false}}"#)
+            #expect((reply["result"] as? [String: Any])?["missed"] != nil)
+        }
+    }
+}

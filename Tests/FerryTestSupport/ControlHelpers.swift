@@ -1,0 +1,138 @@
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A raw connection to a control socket, for sending arbitrary bytes (garbage, huge lines,
+/// truncated JSON) and reading reply lines.
+public final class RawControlSocket: @unchecked Sendable {
+    public let descriptor: Int32
+    private var pending: [UInt8] = []
+
+    public init(path: String) throws {
+        descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard descriptor >= 0 else { throw TestFailure("socket: \(String(cString: strerror(errno)))") }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: Array(path.utf8)) }
+        let result = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        guard result == 0 else {
+            let message = String(cString: strerror(errno))
+            close(descriptor)
+            throw TestFailure("connect \(path): \(message)")
+        }
+    }
+
+    deinit { close(descriptor) }
+
+    /// Writes all of `bytes` (blocking).
+    public func send(_ bytes: [UInt8]) throws {
+        var offset = 0
+        while offset < bytes.count {
+            let written = bytes[offset...].withUnsafeBytes { Glibc.send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            guard written > 0 else { throw TestFailure("send: \(String(cString: strerror(errno)))") }
+            offset += written
+        }
+    }
+
+    public func send(_ text: String) throws { try send(Array(text.utf8)) }
+
+    /// The next reply line, or `nil` when the daemon closed the connection. Throws after `timeout`.
+    public func readLine(timeout: Duration = .seconds(10)) throws -> String? {
+        let deadline = ContinuousClock.now + timeout
+        while true {
+            if let newline = pending.firstIndex(of: 0x0A) {
+                let line = String(decoding: pending[..<newline], as: UTF8.self)
+                pending.removeSubrange(...newline)
+                return line
+            }
+            let left = deadline - .now
+            guard left > .zero else { throw TestFailure("no reply line within \(timeout)") }
+            var poller = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+            let milliseconds = Int32(min(1000, max(1, left.components.seconds * 1000 + left.components.attoseconds / 1_000_000_000_000_000)))
+            guard poll(&poller, 1, milliseconds) > 0 else { continue }
+            var buffer = [UInt8](repeating: 0, count: 65536)
+            let count = buffer.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, 0) }
+            if count == 0 { return nil }
+            if count < 0 {
+                if errno == EINTR || errno == EAGAIN { continue }
+                if errno == ECONNRESET { return nil }
+                throw TestFailure("recv: \(String(cString: strerror(errno)))")
+            }
+            pending += buffer[0..<count]
+        }
+    }
+
+    /// Sends a request line and returns the reply, parsed.
+    public func request(_ line: String, timeout: Duration = .seconds(10)) throws -> [String: Any] {
+        try send(line + "\n")
+        guard let reply = try readLine(timeout: timeout) else { throw TestFailure("the daemon closed the connection") }
+        return try parseJSONObject(reply)
+    }
+}
+
+/// Parses one JSON object.
+public func parseJSONObject(_ text: String) throws -> [String: Any] {
+    guard let object = try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any] else {
+        throw TestFailure("not a JSON object: \(text)")
+    }
+    return object
+}
+
+/// What a `ferryctl` run printed and how it exited.
+public struct FerryctlResult: Sendable, CustomStringConvertible {
+    public var status: Int32
+    public var stdout: String
+    public var stderr: String
+
+    public var description: String { "exit \(status)\n--- stdout ---\n\(stdout)\n--- stderr ---\n\(stderr)" }
+
+    /// stdout parsed as one JSON object.
+    public func json() throws -> [String: Any] { try parseJSONObject(stdout) }
+}
+
+/// Runs `ferryctl` (the built one, or `executable`) to completion, optionally as another user
+/// through `setpriv` (tests run as root).
+public func runFerryctl(
+    _ arguments: [String], socket: String?, asUser user: String? = nil, executable: String? = nil,
+    environment: [String: String] = [:], timeout: Duration = .seconds(60)
+) async throws -> FerryctlResult {
+    let ferryctl = try executable ?? BuiltProducts.path("ferryctl")
+    let process = Process()
+    var fullArguments = (socket.map { ["--socket", $0] } ?? []) + arguments
+    if let user {
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+        fullArguments = ["--reuid=\(user)", "--regid=\(user == "nobody" ? "nogroup" : user)", "--clear-groups", "--", ferryctl] + fullArguments
+    } else {
+        process.executableURL = URL(fileURLWithPath: ferryctl)
+    }
+    process.arguments = fullArguments
+    var env = ProcessInfo.processInfo.environment
+    env["FERRY_CONFIG"] = "/nonexistent"
+    for (key, value) in environment { env[key] = value }
+    process.environment = env
+    let directory = try TemporaryDirectory("ferryctl-run")
+    let outPath = directory.url("stdout")
+    let errPath = directory.url("stderr")
+    FileManager.default.createFile(atPath: outPath, contents: nil)
+    FileManager.default.createFile(atPath: errPath, contents: nil)
+    process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: outPath))
+    process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: errPath))
+    process.standardInput = FileHandle.nullDevice
+    try process.run()
+    do {
+        try await waitUntil("ferryctl \(arguments.joined(separator: " ")) to exit", timeout: timeout) { !process.isRunning }
+    } catch {
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+        throw error
+    }
+    process.waitUntilExit()
+    return FerryctlResult(
+        status: process.terminationStatus,
+        stdout: (try? String(contentsOfFile: outPath, encoding: .utf8)) ?? "",
+        stderr: (try? String(contentsOfFile: errPath, encoding: .utf8)) ?? "")
+}
