@@ -141,12 +141,15 @@ struct RegressionTests {
         }
     }
 
-    @Test("SIGHUP does not stop the daemon")
+    @Test("SIGHUP reloads the configuration and does not stop the daemon")
     func hangup() async throws {
         try await withDaemonHarness { harness in
             try await harness.start()
+            let original = try String(contentsOfFile: harness.configPath, encoding: .utf8)
+            try ("max_concurrent_uploads = 3\n" + original).write(toFile: harness.configPath, atomically: true, encoding: .utf8)
             harness.daemon?.child.send(SIGHUP)
-            try await harness.daemon?.waitForLog("SIGHUP received")
+            try await harness.daemon?.waitForLog("msg=\"configuration reloaded\"")
+            #expect(harness.daemon?.log.contains("max_concurrent_uploads = 3") == true)
             try harness.drop("after-hup.txt", Array("x".utf8))
             try await harness.waitForAccepted(1)
         }
