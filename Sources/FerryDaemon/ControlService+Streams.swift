@@ -40,6 +40,7 @@ extension ControlService {
                 let pending = try await store.count(inStates: JobState.pending, spool: arguments.spool)
                 if pending == 0 && settling == 0 { break }
                 if gone.isSet { throw ControlError(.unavailable, "the client went away") }
+                if Task.isCancelled { throw ControlError(.unavailable, "ferryd is shutting down") }
                 if let deadline, ContinuousClock.now >= deadline {
                     throw ControlError(.timeout, "timed out after \(DurationText.format(.now - started)): \(pending) job\(pending == 1 ? "" : "s") pending, \(settling) file\(settling == 1 ? "" : "s") settling")
                 }
