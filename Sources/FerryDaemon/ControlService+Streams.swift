@@ -19,18 +19,7 @@ extension ControlService {
         let startedAt = Date()
         let deadline = arguments.timeoutSeconds.map { started + .milliseconds(Int64($0 * 1000)) }
         let (firstEvent, _) = try await store.eventBounds()
-        let wake = Doorbell()
-        let gone = SetOnce()
-        return try await withThrowingTaskGroup(of: Void.self) { group in
-            let changes = store.changes.subscribe()
-            group.addTask {
-                for await _ in changes { wake.ring() }
-            }
-            session.onClose {
-                gone.set()
-                wake.ring()
-            }
-            defer { group.cancelAll() }
+        return try await withWakeUps(session: session) { wake, gone in
             while true {
                 var settling = 0
                 let names = arguments.spool.map { [$0] } ?? runtime.configuration.spools.map(\.name)
@@ -94,18 +83,7 @@ extension ControlService {
         }
         try await session.writer.send(ControlReply(id: id, result: ControlJSON.value(WatchStart(lastEventId: newest, missed: missed))))
 
-        let wake = Doorbell()
-        let gone = SetOnce()
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            let changes = store.changes.subscribe()
-            group.addTask {
-                for await _ in changes { wake.ring() }
-            }
-            session.onClose {
-                gone.set()
-                wake.ring()
-            }
-            defer { group.cancelAll() }
+        try await withWakeUps(session: session) { wake, gone in
             var nextProgress = ContinuousClock.now + .milliseconds(Int64(interval * 1000))
             var lastProgressWasEmpty = true
             while !gone.isSet && !Task.isCancelled {
@@ -126,6 +104,29 @@ extension ControlService {
                 }
                 await wake.wait(until: withProgress ? nextProgress : .now + .seconds(60))
             }
+        }
+    }
+}
+
+extension ControlService {
+    /// Runs `body` with a doorbell rung at every queue change and when the client goes away (which
+    /// also sets `gone`); the long-running commands sleep on it.
+    func withWakeUps<T: Sendable>(
+        session: ControlSession, _ body: (Doorbell, SetOnce) async throws -> T
+    ) async throws -> T {
+        let wake = Doorbell()
+        let gone = SetOnce()
+        session.onClose {
+            gone.set()
+            wake.ring()
+        }
+        return try await withThrowingTaskGroup(of: Void.self) { group in
+            let changes = store.changes.subscribe()
+            group.addTask {
+                for await _ in changes { wake.ring() }
+            }
+            defer { group.cancelAll() }
+            return try await body(wake, gone)
         }
     }
 }
