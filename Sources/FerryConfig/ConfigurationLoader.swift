@@ -155,6 +155,7 @@ final class LoadContext {
     static let topLevelKeys: Set<String> = [
         "state_directory", "control_socket", "max_concurrent_uploads", "log_level", "shutdown_timeout",
         "rescan_interval", "spool", "control_group", "control_read_only_for_others", "control_idle_timeout",
+        "metrics_listen",
     ]
     static let spoolKeys: Set<String> = [
         "name", "directory", "recursive", "url", "method", "file_field", "file_content_type", "settle",
@@ -196,6 +197,13 @@ final class LoadContext {
         }
         control.readOnlyForOthers = reader.bool("control_read_only_for_others") ?? true
         control.idleTimeout = reader.duration("control_idle_timeout", minimum: .seconds(1)) ?? .seconds(60)
+        var metricsListen: ListenAddress?
+        if let text = reader.string("metrics_listen") {
+            switch ListenAddress.parse(text) {
+            case .success(let address): metricsListen = address
+            case .failure(let error): report(KeyPath().appending("metrics_listen"), error.message)
+            }
+        }
 
         var spools: [SpoolConfiguration] = []
         if let tables = reader.arrayOfTables("spool") {
@@ -213,7 +221,7 @@ final class LoadContext {
         return FerryConfiguration(
             path: file, stateDirectory: stateDirectory, controlSocket: controlSocket,
             maxConcurrentUploads: maxConcurrent, logLevel: logLevel, shutdownTimeout: shutdownTimeout,
-            rescanInterval: rescanInterval, spools: spools, control: control)
+            rescanInterval: rescanInterval, spools: spools, control: control, metricsListen: metricsListen)
     }
 
     private func spool(from reader: TableReader) -> SpoolConfiguration? {

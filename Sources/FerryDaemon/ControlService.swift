@@ -202,30 +202,11 @@ final class ControlService: Sendable {
                             uptimeSeconds: Date().timeIntervalSince(startedAt), problems: problems)
     }
 
+    /// The Prometheus text `ferryctl metrics` prints and `GET /metrics` serves (see ``DaemonMetrics``).
     func metrics() async throws -> MetricsReport {
-        let counts = try await store.counts()
-        var values: [String: Double] = [
-            "ferry_uptime_seconds": Date().timeIntervalSince(startedAt),
-            "ferry_bytes_sent_total": Double(pipeline.activity.totalBytesSent.load(ordering: .relaxed)),
-            "ferry_uploads_in_flight": Double(scheduler.inFlight),
-        ]
-        var lines = [
-            "# HELP ferry_uptime_seconds Seconds since ferryd started.", "# TYPE ferry_uptime_seconds gauge",
-            "ferry_uptime_seconds \(values["ferry_uptime_seconds"]!)",
-            "# HELP ferry_bytes_sent_total Request body bytes handed to connections since start.", "# TYPE ferry_bytes_sent_total counter",
-            "ferry_bytes_sent_total \(Int64(values["ferry_bytes_sent_total"]!))",
-            "# HELP ferry_uploads_in_flight Uploads in progress.", "# TYPE ferry_uploads_in_flight gauge",
-            "ferry_uploads_in_flight \(scheduler.inFlight)",
-            "# HELP ferry_jobs Jobs in the queue database by spool and state.", "# TYPE ferry_jobs gauge",
-        ]
-        for (spool, byState) in counts.sorted(by: { $0.key < $1.key }) {
-            for state in JobState.allCases {
-                let count = byState[state] ?? 0
-                values["ferry_jobs{spool=\"\(spool)\",state=\"\(state.rawValue)\"}"] = Double(count)
-                lines.append("ferry_jobs{spool=\"\(spool)\",state=\"\(state.rawValue)\"} \(count)")
-            }
-        }
-        return MetricsReport(values: values, prometheus: lines.joined(separator: "\n") + "\n")
+        try await pipeline.metrics.report(
+            store: store, spools: runtime.configuration.spools.map(\.name), startedAt: startedAt,
+            bytesSent: pipeline.activity.totalBytesSent.load(ordering: .relaxed), inFlight: scheduler.inFlight)
     }
 
     // MARK: - Pause

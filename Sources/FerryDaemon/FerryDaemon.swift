@@ -22,12 +22,17 @@ public final class FerryDaemon: Service, Sendable {
     public let configuration: FerryConfiguration
     private let logger: Logger
     private let onReady: @Sendable () -> Void
+    private let notifier: SystemdNotifier
     private let scheduler = Mutex<Scheduler?>(nil)
 
-    /// - Parameter onReady: called once recovery and the first scan of every spool are done.
-    public init(configuration: FerryConfiguration, logger: Logger, onReady: @escaping @Sendable () -> Void = {}) {
+    /// - Parameters:
+    ///   - notifier: tells systemd about start-up, reloads, shutdown and the queue (`Type=notify`), and
+    ///     feeds its watchdog from the scheduler's loop; by default, nothing is sent.
+    ///   - onReady: called once recovery and the first scan of every spool are done.
+    public init(configuration: FerryConfiguration, logger: Logger, notifier: SystemdNotifier? = nil, onReady: @escaping @Sendable () -> Void = {}) {
         self.configuration = configuration
         self.logger = logger
+        self.notifier = notifier ?? SystemdNotifier(environment: [:], logger: logger)
         self.onReady = onReady
     }
 
@@ -43,6 +48,7 @@ public final class FerryDaemon: Service, Sendable {
         state.protectDatabase()
 
         // Recovery.
+        notifier.status("recovering the queue")
         let requeued = try await store.requeueInterrupted(now: Date())
         let orphans = state.removeOrphanedBodies()
         if requeued > 0 || orphans > 0 {
@@ -70,10 +76,14 @@ public final class FerryDaemon: Service, Sendable {
             logger.notice("uploads are paused (ferryctl resume to continue)", metadata: ["spools": "\(paused.sorted().joined(separator: ","))"])
         }
         let eventsBefore = (try? await store.eventBounds().newest) ?? 0
+        let reporter = StatusReporter(notifier: notifier, store: store)
         let scheduler = Scheduler(
             store: store, pipeline: pipeline, maxConcurrentUploads: configuration.maxConcurrentUploads, paused: paused,
-            eventsBefore: eventsBefore, logger: logger,
-            onTurn: { await chores.runIfDue() })
+            eventsBefore: eventsBefore, logger: logger, maximumSleep: reporter.maximumSleep,
+            onTurn: {
+                await reporter.turn()
+                await chores.runIfDue()
+            })
         intake.onQueued = { scheduler.wake() }
         self.scheduler.withLock { $0 = scheduler }
         let meter = ThroughputMeter()
@@ -81,6 +91,8 @@ public final class FerryDaemon: Service, Sendable {
             path: configuration.controlSocket, access: configuration.control,
             service: ControlService(store: store, runtime: runtime, scheduler: scheduler, pipeline: pipeline, meter: meter, logger: logger),
             logger: logger)
+        // `metrics_listen`: bound before the control socket, so a port in use stops start-up leaving nothing behind.
+        let metricsServer = try await MetricsServer.bind(configuration.metricsListen, scrape: { try await control.service.metrics().prometheus }, logger: logger)
         let listener: (NIOAsyncChannel<NIOAsyncChannel<ControlFrame, ByteBuffer>, Never>, created: Bool)
         do {
             listener = try await control.bind()
@@ -95,6 +107,7 @@ public final class FerryDaemon: Service, Sendable {
         await withGracefulShutdownHandler {
             await withDiscardingTaskGroup { group in
                 group.addTask { await control.serve(listener.0, created: listener.created) }
+                if let metricsServer { group.addTask { await metricsServer.serve() } }
                 group.addTask {
                     while !Task.isCancelled {
                         meter.sample(total: activity.totalBytesSent.load(ordering: .relaxed))
@@ -115,6 +128,7 @@ public final class FerryDaemon: Service, Sendable {
                         watchers.cancelAll()
                     }
                 }
+                notifier.status("scanning \(configuration.spools.count) spool\(configuration.spools.count == 1 ? "" : "s")")
                 let scanned = ScanCountdown(count: configuration.spools.count)
                 for spool in configuration.spools {
                     let watcher = Self.watcher(for: spool, rescanInterval: configuration.rescanInterval, logger: logger)
@@ -122,8 +136,16 @@ public final class FerryDaemon: Service, Sendable {
                     startWatcher.yield((watcher, { scanned.done() }))
                 }
                 runtime.setReloader { reason in
-                    try await self.reload(runtime: runtime, registry: registry, uploaders: uploaders, scheduler: scheduler,
-                                          startWatcher: { startWatcher.yield(($0, {})) }, reason: reason)
+                    self.notifier.reloading()
+                    do {
+                        let result = try await self.reload(runtime: runtime, registry: registry, uploaders: uploaders, scheduler: scheduler,
+                                                           startWatcher: { startWatcher.yield(($0, {})) }, reason: reason)
+                        self.notifier.ready(status: await reporter.summary() ?? "configuration reloaded")
+                        return result
+                    } catch {
+                        self.notifier.ready(status: "configuration reload rejected; the running configuration stays (see the log)")
+                        throw error
+                    }
                 }
                 // SIGHUP reloads the configuration, as `ferryctl reload` does.
                 let hangups = await UnixSignalsSequence(trapping: .sighup)
@@ -138,6 +160,7 @@ public final class FerryDaemon: Service, Sendable {
                     "state_directory": "\(configuration.stateDirectory)",
                     "control_socket": "\(configuration.controlSocket)",
                 ])
+                notifier.ready(status: await reporter.summary() ?? "ready")
                 onReady()
                 await scheduler.run(shutdownTimeout: { runtime.configuration.shutdownTimeout })
                 startWatcher.finish()
@@ -145,7 +168,10 @@ public final class FerryDaemon: Service, Sendable {
             }
         } onGracefulShutdown: {
             self.logger.notice("shutting down: no new uploads will start")
-            self.scheduler.withLock { $0 }?.beginShutdown()
+            let scheduler = self.scheduler.withLock { $0 }
+            let inFlight = scheduler?.inFlight ?? 0
+            self.notifier.stopping(status: inFlight == 0 ? "stopping" : "stopping: waiting for \(inFlight) upload\(inFlight == 1 ? "" : "s") in flight")
+            scheduler?.beginShutdown()
         }
         await io.shutdown()
         logger.info("stopped")
@@ -184,6 +210,7 @@ public final class FerryDaemon: Service, Sendable {
         if new.controlSocket != old.controlSocket { restart.append("control_socket") }
         if new.control != old.control { restart.append("control_group / control_read_only_for_others / control_idle_timeout") }
         if new.logLevel != old.logLevel { restart.append("log_level") }
+        if new.metricsListen != old.metricsListen { restart.append("metrics_listen") }
         if new.maxConcurrentUploads != old.maxConcurrentUploads {
             scheduler.maxConcurrentUploads = new.maxConcurrentUploads
             applied.append("max_concurrent_uploads = \(new.maxConcurrentUploads)")

@@ -81,15 +81,18 @@ final class JobPipeline: Sendable {
     let requeue: @Sendable (String, [UInt8]) async -> Void
     /// Runs body builds off the concurrency pool.
     let io: BlockingIO
+    /// Counts attempts by outcome, their bytes and durations.
+    let metrics: DaemonMetrics
 
     /// The longest `Retry-After` honoured.
     static let retryAfterLimit = Duration.seconds(86_400)
 
     init(
         store: JobStore, bodies: BodyBuilder, spools: SpoolRegistry, activity: ActiveJobs, logger: Logger, io: BlockingIO,
-        requeue: @escaping @Sendable (String, [UInt8]) async -> Void
+        metrics: DaemonMetrics = DaemonMetrics(), requeue: @escaping @Sendable (String, [UInt8]) async -> Void
     ) {
         self.activity = activity
+        self.metrics = metrics
         self.io = io
         self.store = store
         self.records = OutcomeRecorder(store: store, logger: logger)
@@ -230,6 +233,7 @@ final class JobPipeline: Sendable {
             case .success:
                 let done = try await records.finish(job, startedAt: startedAt, now: Date(), bytesSent: bytesSent,
                                                   transition: .succeeded(status: status, body: responseBody, contentType: contentType))
+                attemptEnded(job, .delivered, startedAt: startedAt, bytesSent: bytesSent)
                 log.info("uploaded", metadata: [
                     "status": "\(status)", "bytes": "\(job.identity.size)",
                     "duration_ms": "\(Int(Date().timeIntervalSince(startedAt) * 1000))", "attempt": "\(done.attempts)",
@@ -247,6 +251,7 @@ final class JobPipeline: Sendable {
                 let error = "server answered \(status) \(Self.reason(status))"
                 let failed = try await records.finish(job, startedAt: startedAt, now: Date(), bytesSent: bytesSent, transition: .failed(
                     error: error, status: status, body: responseBody, contentType: contentType))
+                attemptEnded(job, .failed, startedAt: startedAt, bytesSent: bytesSent)
                 log.error("upload rejected; not retrying", metadata: ["status": "\(status)"])
                 forgetBody(of: job)
                 await disposer.dispose(failed, spool: spool.configuration, files: spool.files)
@@ -256,6 +261,7 @@ final class JobPipeline: Sendable {
                                     status: nil, body: nil, contentType: nil, notBefore: nil, log: log)
         case .cancelled(let bytesSent):
             try await stopped(job, spool: spool, startedAt: startedAt, bytesSent: bytesSent, log: log)
+            attemptEnded(job, .interrupted, startedAt: startedAt, bytesSent: bytesSent)
         }
     }
 
@@ -294,6 +300,7 @@ final class JobPipeline: Sendable {
         forgetBody(of: job)
         try await records.finish(job, startedAt: startedAt, now: now, bytesSent: bytesSent, transition: .retry(
             at: next, error: error, status: status, body: body, contentType: contentType))
+        attemptEnded(job, .retry, startedAt: startedAt, bytesSent: bytesSent)
         log.warning("upload attempt failed; will retry", metadata: [
             "error": "\(error)", "attempt": "\(attemptsMade)", "retry_in_ms": "\(Int(next.timeIntervalSince(now) * 1000))",
         ])
@@ -309,12 +316,18 @@ final class JobPipeline: Sendable {
         if let attempt {
             failed = try await records.finish(job, startedAt: attempt.startedAt, now: Date(), bytesSent: attempt.bytesSent, transition: .failed(
                 error: reason, status: attempt.status, body: attempt.body, contentType: attempt.contentType))
+            attemptEnded(job, .failed, startedAt: attempt.startedAt, bytesSent: attempt.bytesSent)
         } else {
             failed = try await records.fail(job, now: Date(), error: reason)
         }
         log.error("giving up on the file", metadata: ["reason": "\(reason)"])
         forgetBody(of: job)
         await disposer.dispose(failed, spool: spool.configuration, files: spool.files)
+    }
+
+    /// Counts an upload attempt (one that made or tried a request) once its outcome is on record.
+    private func attemptEnded(_ job: Job, _ outcome: AttemptOutcome, startedAt: Date, bytesSent: Int64) {
+        metrics.attemptEnded(spool: job.spool, outcome: outcome, bytesSent: bytesSent, duration: Date().timeIntervalSince(startedAt))
     }
 
     // MARK: Body

@@ -15,6 +15,8 @@ final class Scheduler: Sendable {
     let logger: Logger
     /// Called once per loop turn; the daemon hangs its periodic chores (watchdog, pending dispositions) here.
     let onTurn: @Sendable () async -> Void
+    /// The longest the loop sleeps between turns (at most half the systemd watchdog period).
+    let maximumSleep: Duration
 
     private struct State {
         var inFlight = 0
@@ -33,12 +35,13 @@ final class Scheduler: Sendable {
     private let state: Mutex<State>
 
     init(store: JobStore, pipeline: JobPipeline, maxConcurrentUploads: Int, paused: Set<String> = [], eventsBefore: Int64 = 0,
-         logger: Logger, onTurn: @escaping @Sendable () async -> Void = {}) {
+         logger: Logger, maximumSleep: Duration = .seconds(60), onTurn: @escaping @Sendable () async -> Void = {}) {
         self.store = store
         self.pipeline = pipeline
         self.state = Mutex(State(maxConcurrentUploads: maxConcurrentUploads, paused: paused, periodStart: eventsBefore, idleAt: eventsBefore))
         self.logger = logger
         self.onTurn = onTurn
+        self.maximumSleep = maximumSleep
     }
 
     /// The number of uploads in flight.
@@ -85,7 +88,7 @@ final class Scheduler: Sendable {
         }
     }
 
-    /// How long ago the loop last turned (it turns at least once a minute while healthy).
+    /// How long ago the loop last turned (it turns at least every ``maximumSleep`` while healthy).
     var sinceLastTurn: Duration { .now - state.withLock { $0.lastTurn } }
 
     /// New work may be due: wake the loop.
@@ -127,8 +130,8 @@ final class Scheduler: Sendable {
                 }
                 await notePeriod()
                 if claimed > 0 && claimed == free { continue }
-                // Sleep until the next job is due (or a minute, for the periodic chores).
-                var deadline = ContinuousClock.now + .seconds(60)
+                // Sleep until the next job is due, or the next chores and watchdog ping.
+                var deadline = ContinuousClock.now + maximumSleep
                 if free > 0, inFlight < maxConcurrentUploads, let due = try? await store.nextDueDate(excludingSpools: paused) {
                     let wait = due.timeIntervalSinceNow
                     let earliest = ContinuousClock.now + .milliseconds(claimed == 0 && wait <= 0 ? 100 : 0)

@@ -142,6 +142,15 @@ public final class JobStore: Sendable {
                 );
                 """)
         }
+        migrator.registerMigration("v3: metrics indexes") { db in
+            try db.execute(sql: """
+                -- The oldest job waiting to be delivered, per spool, by its max_age clock (metrics).
+                CREATE INDEX job_waiting_age ON job(spool, COALESCE(age_base, created_at))
+                    WHERE state IN ('queued', 'uploading', 'retrying');
+                -- The last delivery per spool (metrics).
+                CREATE INDEX job_done_by_spool ON job(spool, finished_at) WHERE state = 'done';
+                """)
+        }
         return migrator
     }
 

@@ -68,8 +68,10 @@ func runDaemon(_ configuration: FerryConfiguration, onReady: @escaping @Sendable
     // Transfer buffers go back to the kernel when freed, so memory does not grow with file size.
     cferry_tune_malloc()
     LoggingSystem.bootstrap { LogfmtLogHandler(label: $0, level: configuration.logLevel) }
+    FerryDaemon.bootstrapMetrics()
     let logger = Logger(label: "ferryd")
-    let daemon = FerryDaemon(configuration: configuration, logger: logger, onReady: onReady)
+    let notifier = SystemdNotifier.fromProcessEnvironment(logger: logger)
+    let daemon = FerryDaemon(configuration: configuration, logger: logger, notifier: notifier, onReady: onReady)
     let group = ServiceGroup(configuration: .init(
         services: [.init(service: daemon)],
         gracefulShutdownSignals: [.sigterm, .sigint],
@@ -78,6 +80,7 @@ func runDaemon(_ configuration: FerryConfiguration, onReady: @escaping @Sendable
         try await group.run()
     } catch let error as DaemonError {
         logger.critical("cannot run", metadata: ["error": "\(error)"])
+        notifier.send(["STATUS=cannot run: " + SystemdNotifier.oneLine(error.description), "EXIT_STATUS=\(error.exitCode)"])
         throw ExitCode(error.exitCode)
     }
 }

@@ -315,6 +315,39 @@ struct ConfigurationTests {
         #expect(configuration.spools[0].directory == "/opt/ferry/spool/a")
         #expect(configuration.spools[0].failedDirectory == "/opt/failed")
     }
+
+    @Test("metrics_listen: off by default; IPv4, [IPv6] or localhost with a port")
+    func metricsListen() throws {
+        #expect(try loader().parse(minimalSpool, path: "/x.toml").metricsListen == nil)
+        for (text, host, port, shown) in [
+            ("127.0.0.1:9464", "127.0.0.1", 9464, "127.0.0.1:9464"),
+            ("[::1]:9464", "::1", 9464, "[::1]:9464"),
+            ("localhost:1", "127.0.0.1", 1, "127.0.0.1:1"),
+            ("0.0.0.0:65535", "0.0.0.0", 65535, "0.0.0.0:65535"),
+        ] {
+            let configuration = try loader().parse("metrics_listen = \"\(text)\"\n" + minimalSpool, path: "/x.toml")
+            #expect(configuration.metricsListen == ListenAddress(host: host, port: port), "\(text)")
+            #expect(configuration.metricsListen?.description == shown)
+        }
+    }
+
+    @Test("A bad metrics_listen is an error naming the file, line and key")
+    func badMetricsListen() {
+        for bad in ["9464", "127.0.0.1", "127.0.0.1:0", "127.0.0.1:65536", "127.0.0.1:http", "example.org:9464",
+                    "::1:9464", "[::1]9464", "[127.0.0.1]:9464", ":9464", "127.0.0.1:-1", "127.0.0.1:9464 "] {
+            let found = issues("""
+                log_level = "info"
+                metrics_listen = "\(bad)"
+                \(minimalSpool)
+                """)
+            #expect(found.count == 1, "\(bad)")
+            #expect(found.first?.description.hasPrefix("/etc/ferry/ferry.toml:2: metrics_listen: ") == true, "\(found)")
+            #expect(found.first?.message.contains("HOST:PORT") == true, "\(found)")
+        }
+        #expect(issues("metrics_listen = 9464\n" + minimalSpool).map(\.description)
+                == ["/etc/ferry/ferry.toml:1: metrics_listen: expected a string, got an integer"])
+        #expect(issues("metrics_listen = \"::1:9464\"\n" + minimalSpool).first?.message.contains("[::1]:9464") == true)
+    }
 }
 
 @Suite("Templates and secrets")

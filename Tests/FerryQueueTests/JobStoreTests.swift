@@ -220,4 +220,31 @@ struct JobStoreTests {
         #expect(claimed.count == 4)
         #expect(try await queue.store.counts()["s"]?[.queued] == 4996)
     }
+
+    @Test("Metrics: the oldest waiting job and the last delivery per spool, read through their indexes")
+    func spoolTimes() async throws {
+        let queue = try TestQueue()
+        let start = Date(timeIntervalSince1970: 1_700_000_000)
+        #expect(try await queue.store.spoolTimes(["s", "t"]) == ["s": .init(), "t": .init()])
+        _ = try await queue.store.enqueue([file("a", inode: 1)], now: start, makeBoundary: boundary)
+        _ = try await queue.store.enqueue([file("b", inode: 2)], now: start.addingTimeInterval(10), makeBoundary: boundary)
+        _ = try await queue.store.enqueue([file("c", inode: 3, spool: "t")], now: start.addingTimeInterval(20), makeBoundary: boundary)
+        let claimed = try await queue.store.claimDue(now: start.addingTimeInterval(30), limit: 1)
+        #expect(claimed.map(\.displayPath) == ["a"])
+        _ = try await queue.store.finish(claimed[0], startedAt: start.addingTimeInterval(30), now: start.addingTimeInterval(31),
+                                         bytesSent: 10, transition: .succeeded(status: 201, body: [], contentType: nil))
+        var times = try await queue.store.spoolTimes(["s", "t"])
+        #expect(times["s"] == .init(oldestWaiting: start.addingTimeInterval(10), lastSuccess: start.addingTimeInterval(31)))
+        #expect(times["t"] == .init(oldestWaiting: start.addingTimeInterval(20), lastSuccess: nil))
+        // A held job does not count as waiting.
+        let c = try #require(try await queue.store.latestJob(spool: "t", relativePath: Array("c".utf8)))
+        _ = try await queue.store.hold(c, now: start.addingTimeInterval(40), reason: "test")
+        times = try await queue.store.spoolTimes(["t"])
+        #expect(times["t"]?.oldestWaiting == nil)
+
+        let plans = try await queue.store.spoolTimesQueryPlans()
+        #expect(plans.count == 2)
+        #expect(plans[0].contains("job_waiting_age"), "\(plans)")
+        #expect(plans[1].contains("job_done_by_spool"), "\(plans)")
+    }
 }
