@@ -101,38 +101,57 @@ public func runFerryctl(
     environment: [String: String] = [:], timeout: Duration = .seconds(60)
 ) async throws -> FerryctlResult {
     let ferryctl = try executable ?? BuiltProducts.path("ferryctl")
-    let process = Process()
-    var fullArguments = (socket.map { ["--socket", $0] } ?? []) + arguments
+    var command = [ferryctl] + (socket.map { ["--socket", $0] } ?? []) + arguments
     if let user {
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
-        fullArguments = ["--reuid=\(user)", "--regid=\(user == "nobody" ? "nogroup" : user)", "--clear-groups", "--", ferryctl] + fullArguments
-    } else {
-        process.executableURL = URL(fileURLWithPath: ferryctl)
+        command = ["/usr/bin/setpriv", "--reuid=\(user)", "--regid=\(user == "nobody" ? "nogroup" : user)", "--clear-groups", "--"] + command
     }
-    process.arguments = fullArguments
     var env = ProcessInfo.processInfo.environment
     env["FERRY_CONFIG"] = "/nonexistent"
     for (key, value) in environment { env[key] = value }
-    process.environment = env
     let directory = try TemporaryDirectory("ferryctl-run")
     let outPath = directory.url("stdout")
     let errPath = directory.url("stderr")
-    FileManager.default.createFile(atPath: outPath, contents: nil)
-    FileManager.default.createFile(atPath: errPath, contents: nil)
-    process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: outPath))
-    process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: errPath))
-    process.standardInput = FileHandle.nullDevice
-    try process.run()
-    do {
-        try await waitUntil("ferryctl \(arguments.joined(separator: " ")) to exit", timeout: timeout) { !process.isRunning }
-    } catch {
-        kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
-        throw error
-    }
-    process.waitUntilExit()
+    let status = try await runToCompletion(command, environment: env, stdoutPath: outPath, stderrPath: errPath, timeout: timeout)
     return FerryctlResult(
-        status: process.terminationStatus,
+        status: status,
         stdout: (try? String(contentsOfFile: outPath, encoding: .utf8)) ?? "",
         stderr: (try? String(contentsOfFile: errPath, encoding: .utf8)) ?? "")
+}
+
+/// Runs `command` (an absolute executable path, then its arguments) with stdin from /dev/null and
+/// stdout and stderr to files, and returns its exit status (128 + N for signal N).
+///
+/// It spawns and reaps the child itself (`posix_spawn`, `waitpid`) rather than through Foundation's
+/// `Process`, whose exit detection misses short-lived children while a child of the test has
+/// exec'd into another program (seen with `systemd-socket-activate` starting ferryd).
+public func runToCompletion(
+    _ command: [String], environment: [String: String], stdoutPath: String, stderrPath: String, timeout: Duration
+) async throws -> Int32 {
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+    posix_spawn_file_actions_addopen(&actions, 1, stdoutPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+    posix_spawn_file_actions_addopen(&actions, 2, stderrPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+    let argv = command.map { strdup($0) } + [nil]
+    let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
+    defer {
+        for pointer in argv { free(pointer) }
+        for pointer in envp { free(pointer) }
+    }
+    var pid: pid_t = 0
+    let spawned = posix_spawn(&pid, command[0], &actions, nil, argv, envp)
+    guard spawned == 0 else { throw TestFailure("cannot run \(command[0]): \(String(cString: strerror(spawned)))") }
+    var status: Int32 = 0
+    do {
+        try await waitUntil("\(command.joined(separator: " ")) to exit", timeout: timeout) {
+            waitpid(pid, &status, WNOHANG) == pid
+        }
+    } catch {
+        kill(pid, SIGKILL)
+        waitpid(pid, &status, 0)
+        throw error
+    }
+    let signal = status & 0x7F
+    return signal == 0 ? (status >> 8) & 0xFF : 128 + signal
 }
