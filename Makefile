@@ -1,7 +1,7 @@
 # The two set-up commands in the README:
 #   make demo   build, then run `ferryd demo` (spool ./ferry-demo/spool → a receiver on 127.0.0.1)
 #   make test   install test dependencies, build, run every test
-.PHONY: demo test build release deps test-deps clean
+.PHONY: demo test build release install uninstall check-units deps test-deps clean
 
 demo: deps
 	swift build --product ferryd
@@ -17,6 +17,18 @@ build: deps
 release: deps
 	swift build -c release --product ferryd
 	swift build -c release --product ferryctl
+
+# Installs ferryd as a hardened systemd service (PREFIX=/usr/local, DESTDIR=; see scripts/install.sh).
+# Run it as yourself: it builds as you and uses sudo to install.
+install:
+	scripts/install.sh
+
+uninstall:
+	scripts/install.sh --uninstall
+
+# systemd-analyze verify and security on systemd/ (needs the systemd package).
+check-units:
+	scripts/check-units.sh
 
 deps:
 	scripts/install-deps.sh

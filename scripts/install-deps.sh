@@ -2,7 +2,8 @@
 # Installs what building (and, with --test, testing) Ferry needs on a Debian/Ubuntu machine:
 #   build: the SQLite headers GRDB links against (libsqlite3-dev), pkg-config
 #   test:  Werkzeug and python-multipart (independent multipart parsers the tests upload to), curl,
-#          openssl (makes a test CA for the TLS tests)
+#          openssl (makes a test CA for the TLS tests), systemd (systemd-analyze, systemd-sysusers,
+#          systemd-tmpfiles, systemd-socket-activate for scripts/check-units.sh and the unit tests)
 # Safe to run repeatedly; installs only what is missing. Uses sudo when not root.
 set -euo pipefail
 
@@ -24,6 +25,7 @@ if $want_test; then
     command -v curl >/dev/null 2>&1 || packages+=(curl)
     command -v openssl >/dev/null 2>&1 || packages+=(openssl)   # test certificates for TLS tests
     command -v python3 >/dev/null 2>&1 || packages+=(python3 python3-pip)
+    command -v systemd-analyze >/dev/null 2>&1 || packages+=(systemd)      # scripts/check-units.sh
 fi
 if (( ${#packages[@]} )); then
     echo "install-deps: installing ${packages[*]}"
