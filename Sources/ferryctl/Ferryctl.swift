@@ -12,6 +12,13 @@ struct Ferryctl: AsyncParsableCommand {
             configuration file (--config, else $FERRY_CONFIG, else /etc/ferry/ferry.toml), \
             else \(SocketResolution.fallbackPath). --json prints each result as JSON on stdout.
 
+            Access: root, ferryd's own user and members of control_group (ferry-admin when \
+            installed as a service) may run every command; other users may only read (status, \
+            list, show, watch, health, metrics), or not connect at all, as the socket's mode and \
+            control_read_only_for_others decide.
+
+            See also: ferryd --help; docs/control-protocol.md for the protocol ferryctl speaks.
+
             Exit status:
             \(ExitStatus.helpText)
             """,

@@ -13,9 +13,36 @@ struct Ferryd: AsyncParsableCommand {
         commandName: "ferryd",
         abstract: "Ferry's upload daemon: watches spool directories and uploads every file that lands in them.",
         discussion: """
-            Files renamed into a spool (or written in place and left to settle) are queued in SQLite,
-            sent as multipart/form-data with retries, and removed, kept or moved only after the server
-            accepted them. Try it with `ferryd demo`.
+            Files renamed into a spool (or written in place and left to settle) are queued in \
+            SQLite, sent as multipart/form-data with retries, exponential backoff and jitter, and \
+            removed, kept or moved only after the server accepted them and that was recorded. A \
+            file that cannot be delivered is moved to the spool's failed directory with a \
+            NAME.error.json beside it that says why. Try it with `ferryd demo`; steer a running \
+            daemon with ferryctl.
+
+            FILES
+              /etc/ferry/ferry.toml    the configuration (--config)
+              /var/lib/ferry           state_directory: queue.sqlite, request bodies
+              /run/ferry/control.sock  control_socket, for ferryctl
+
+            ENVIRONMENT
+              NOTIFY_SOCKET            systemd Type=notify: READY, STATUS, RELOADING,
+                                       STOPPING are sent there
+              WATCHDOG_USEC            WATCHDOG=1 is sent every half of it
+              LISTEN_FDS, LISTEN_PID   socket activation: fd 3 is the control socket
+              CREDENTIALS_DIRECTORY    where ${credential:NAME} reads secrets
+              JOURNAL_STREAM           set by journald: log lines carry no timestamp
+
+            SIGNALS
+              SIGTERM, SIGINT  stop: no new uploads; those in flight get
+                               shutdown_timeout to finish, the rest stay queued
+              SIGHUP           re-read the configuration; an invalid file is
+                               logged and the running configuration stays
+
+            EXIT STATUS
+              0   stopped on request      73  state directory unusable
+              70  internal error          74  queue database damaged (never replaced)
+              75  already running         78  invalid configuration (file:line: key)
             """,
         version: FerryVersion.current,
         subcommands: [Run.self, CheckConfig.self, Demo.self],
