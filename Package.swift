@@ -202,6 +202,10 @@ let package = Package(
             dependencies: ["FerryTransport", "FerryReceiver", "FerryTestSupport"]
         ),
         .testTarget(
+            name: "FerryDaemonTests",
+            dependencies: ["FerryDaemon", "FerryQueue", "FerryTestSupport", .product(name: "Logging", package: "swift-log")]
+        ),
+        .testTarget(
             name: "FerryIntegrationTests",
             dependencies: [
                 "FerryControl",

@@ -77,13 +77,12 @@ public final class FerryDaemon: Service, Sendable {
         }
         let eventsBefore = (try? await store.eventBounds().newest) ?? 0
         let reporter = StatusReporter(notifier: notifier, store: store)
+        let notifier = self.notifier
         let scheduler = Scheduler(
             store: store, pipeline: pipeline, maxConcurrentUploads: configuration.maxConcurrentUploads, paused: paused,
-            eventsBefore: eventsBefore, logger: logger, maximumSleep: reporter.maximumSleep,
-            onTurn: {
-                await reporter.turn()
-                await chores.runIfDue()
-            })
+            eventsBefore: eventsBefore, logger: logger,
+            wakeBy: { notifier.nextWatchdogDue },
+            onTurn: { notifier.watchdogIfDue() })
         intake.onQueued = { scheduler.wake() }
         self.scheduler.withLock { $0 = scheduler }
         let meter = ThroughputMeter()
@@ -135,23 +134,15 @@ public final class FerryDaemon: Service, Sendable {
                     runtime.setWatcher(watcher, for: spool.name)
                     startWatcher.yield((watcher, { scanned.done() }))
                 }
-                runtime.setReloader { reason in
-                    self.notifier.reloading()
-                    do {
-                        let result = try await self.reload(runtime: runtime, registry: registry, uploaders: uploaders, scheduler: scheduler,
-                                                           startWatcher: { startWatcher.yield(($0, {})) }, reason: reason)
-                        self.notifier.ready(status: await reporter.summary() ?? "configuration reloaded")
-                        return result
-                    } catch {
-                        self.notifier.ready(status: "configuration reload rejected; the running configuration stays (see the log)")
-                        throw error
-                    }
-                }
                 // SIGHUP reloads the configuration, as `ferryctl reload` does.
                 let hangups = await UnixSignalsSequence(trapping: .sighup)
                 group.addTask {
                     for await _ in hangups {
-                        _ = try? await runtime.reload(reason: "SIGHUP")
+                        do {
+                            _ = try await runtime.reload(reason: "SIGHUP")
+                        } catch let error as ControlError where error.code == .unavailable {
+                            self.logger.warning("SIGHUP ignored: ferryd is still starting; send it again once it is ready")
+                        } catch {}
                     }
                 }
                 await scanned.wait()
@@ -160,7 +151,22 @@ public final class FerryDaemon: Service, Sendable {
                     "state_directory": "\(configuration.stateDirectory)",
                     "control_socket": "\(configuration.controlSocket)",
                 ])
+                // Reloads only once started, so that READY=1 never comes before the first scan.
+                runtime.setReloader { reason in
+                    notifier.reloading()
+                    do {
+                        let result = try await self.reload(runtime: runtime, registry: registry, uploaders: uploaders, scheduler: scheduler,
+                                                           startWatcher: { startWatcher.yield(($0, {})) }, reason: reason)
+                        notifier.ready(status: await reporter.summary() ?? "configuration reloaded")
+                        return result
+                    } catch {
+                        notifier.ready(status: "configuration reload rejected; the running configuration stays (see the log)")
+                        throw error
+                    }
+                }
                 notifier.ready(status: await reporter.summary() ?? "ready")
+                group.addTask { await reporter.run() }
+                group.addTask { await chores.run() }
                 onReady()
                 await scheduler.run(shutdownTimeout: { runtime.configuration.shutdownTimeout })
                 startWatcher.finish()
@@ -349,14 +355,12 @@ final class Intake: Sendable {
     }
 }
 
-/// Periodic work done from the scheduler's loop: finishing dispositions that failed before
-/// (a full disk, a directory that was not writable).
+/// Periodic work in its own task: finishing dispositions that failed before (a full disk, a
+/// directory that was not writable) and pruning the event log.
 final class Chores: Sendable {
     let store: JobStore
     let pipeline: JobPipeline
     let logger: Logger
-    private let nextRun = Mutex(ContinuousClock.now + .seconds(60))
-    private let nextPrune = Mutex(ContinuousClock.now + .seconds(60))
 
     /// How many job events `watch` can replay.
     static let eventsKept: Int64 = 100_000
@@ -367,19 +371,17 @@ final class Chores: Sendable {
         self.logger = logger
     }
 
-    func runIfDue() async {
-        let due = nextRun.withLock { next -> Bool in
-            guard ContinuousClock.now >= next else { return false }
-            next = .now + .seconds(60)
-            return true
+    /// Runs until cancelled, in its own task (never in the scheduler's loop, whose turns feed the
+    /// watchdog): pending dispositions every minute, event pruning every hour.
+    func run() async {
+        var minutes = 0
+        while !Task.isCancelled {
+            try? await Task.sleep(for: .seconds(60))
+            if Task.isCancelled { return }
+            await finishPendingDispositions()
+            if minutes % 60 == 0 { _ = try? await store.pruneEvents(keep: Self.eventsKept) }
+            minutes += 1
         }
-        if due { await finishPendingDispositions() }
-        let prune = nextPrune.withLock { next -> Bool in
-            guard ContinuousClock.now >= next else { return false }
-            next = .now + .seconds(3600)
-            return true
-        }
-        if prune { _ = try? await store.pruneEvents(keep: Self.eventsKept) }
     }
 
     /// Applies the disposition of every final job whose file was not dealt with yet, except those a

@@ -13,10 +13,11 @@ final class Scheduler: Sendable {
     let pipeline: JobPipeline
     let doorbell = Doorbell()
     let logger: Logger
-    /// Called once per loop turn; the daemon hangs its periodic chores (watchdog, pending dispositions) here.
+    /// Called once per loop turn; the daemon feeds systemd's watchdog here, so a loop that stops
+    /// turning stops the pings. Keep it quick: slow work would delay the pings.
     let onTurn: @Sendable () async -> Void
-    /// The longest the loop sleeps between turns (at most half the systemd watchdog period).
-    let maximumSleep: Duration
+    /// When the loop must turn next at the latest (the next watchdog ping), besides jobs falling due.
+    let wakeBy: @Sendable () -> ContinuousClock.Instant?
 
     private struct State {
         var inFlight = 0
@@ -35,13 +36,14 @@ final class Scheduler: Sendable {
     private let state: Mutex<State>
 
     init(store: JobStore, pipeline: JobPipeline, maxConcurrentUploads: Int, paused: Set<String> = [], eventsBefore: Int64 = 0,
-         logger: Logger, maximumSleep: Duration = .seconds(60), onTurn: @escaping @Sendable () async -> Void = {}) {
+         logger: Logger, wakeBy: @escaping @Sendable () -> ContinuousClock.Instant? = { nil },
+         onTurn: @escaping @Sendable () async -> Void = {}) {
         self.store = store
         self.pipeline = pipeline
         self.state = Mutex(State(maxConcurrentUploads: maxConcurrentUploads, paused: paused, periodStart: eventsBefore, idleAt: eventsBefore))
         self.logger = logger
         self.onTurn = onTurn
-        self.maximumSleep = maximumSleep
+        self.wakeBy = wakeBy
     }
 
     /// The number of uploads in flight.
@@ -88,7 +90,7 @@ final class Scheduler: Sendable {
         }
     }
 
-    /// How long ago the loop last turned (it turns at least every ``maximumSleep`` while healthy).
+    /// How long ago the loop last turned (it turns at least once a minute while healthy).
     var sinceLastTurn: Duration { .now - state.withLock { $0.lastTurn } }
 
     /// New work may be due: wake the loop.
@@ -130,8 +132,8 @@ final class Scheduler: Sendable {
                 }
                 await notePeriod()
                 if claimed > 0 && claimed == free { continue }
-                // Sleep until the next job is due, or the next chores and watchdog ping.
-                var deadline = ContinuousClock.now + maximumSleep
+                // Sleep until the next job is due, the next watchdog ping, or a minute at most.
+                var deadline = min(ContinuousClock.now + .seconds(60), wakeBy() ?? .now + .seconds(60))
                 if free > 0, inFlight < maxConcurrentUploads, let due = try? await store.nextDueDate(excludingSpools: paused) {
                     let wait = due.timeIntervalSinceNow
                     let earliest = ContinuousClock.now + .milliseconds(claimed == 0 && wait <= 0 ? 100 : 0)

@@ -1,23 +1,15 @@
 import FerryQueue
 import Foundation
-import Synchronization
 
-/// Keeps the service manager informed from the scheduler's loop: a `WATCHDOG=1` at half the
-/// watchdog period, and the one-line `STATUS=` (`3 queued, 1 uploading, 0 retrying, 2 failed`),
-/// re-read from the queue at most every ``refreshInterval`` and sent only when it changed.
+/// Keeps the one-line `STATUS=` systemd shows (`3 queued, 1 uploading, 0 retrying, 2 failed`)
+/// current: recounted after queue changes, at most every ``refreshInterval``, sent only when it
+/// changed. It runs in its own task, so counting never delays the scheduler (whose loop feeds the
+/// watchdog), and an idle queue costs nothing.
 final class StatusReporter: Sendable {
     let notifier: SystemdNotifier
     let store: JobStore
-    private struct Seen {
-        var nextRefresh = ContinuousClock.now
-        /// The newest job event and the paused spools when the line was last counted: a queue with
-        /// no new event since then has the same counts, so an idle daemon does not recount.
-        var eventID: Int64?
-        var paused: Set<String>?
-    }
-    private let seen = Mutex(Seen())
 
-    /// How often the status line is brought up to date.
+    /// The shortest time between two recounts.
     static let refreshInterval: Duration = .seconds(5)
 
     init(notifier: SystemdNotifier, store: JobStore) {
@@ -25,28 +17,14 @@ final class StatusReporter: Sendable {
         self.store = store
     }
 
-    /// The longest the scheduler may sleep between turns so that the watchdog is fed in time and
-    /// the status line stays current.
-    var maximumSleep: Duration {
-        guard notifier.isEnabled else { return .seconds(60) }
-        return min(Self.refreshInterval, notifier.watchdogInterval ?? .seconds(60))
-    }
-
-    /// One scheduler turn: feed the watchdog; bring the status line up to date when due.
-    func turn() async {
-        notifier.watchdogIfDue()
+    /// Follows the queue until the task is cancelled.
+    func run() async {
         guard notifier.isEnabled else { return }
-        let due = seen.withLock { seen -> Bool in
-            guard ContinuousClock.now >= seen.nextRefresh else { return false }
-            seen.nextRefresh = .now + Self.refreshInterval
-            return true
+        // The stream holds one pending change while a recount or the pause runs: nothing is missed.
+        for await _ in store.changes.subscribe() {
+            if let line = await summary() { notifier.status(line) }
+            try? await Task.sleep(for: Self.refreshInterval)
         }
-        guard due, let newest = try? await store.eventBounds().newest, let paused = try? await store.pausedSpools() else { return }
-        let changed = seen.withLock { seen -> Bool in
-            defer { (seen.eventID, seen.paused) = (newest, paused) }
-            return seen.eventID != newest || seen.paused != paused
-        }
-        if changed, let line = await summary() { notifier.status(line) }
     }
 
     /// The queue in one line, or nil when the database cannot be read.

@@ -1,3 +1,4 @@
+import CFerrySystem
 import Foundation
 import Logging
 import Synchronization
@@ -19,7 +20,13 @@ public final class SystemdNotifier: Sendable {
     /// How often to send `WATCHDOG=1`: half of `WATCHDOG_USEC`, or nil when no watchdog is set for this process.
     public let watchdogInterval: Duration?
     private let nextWatchdog = Mutex<ContinuousClock.Instant>(.now)
-    private let lastStatus = Mutex<String?>(nil)
+    /// Where the service is in its life, as told to systemd, and the status line it shows.
+    private struct State {
+        enum Phase { case starting, running, stopping }
+        var phase = Phase.starting
+        var status: String?
+    }
+    private let state = Mutex(State())
     private let failureLogged = Atomic<Bool>(false)
     private let logger: Logger
 
@@ -46,34 +53,52 @@ public final class SystemdNotifier: Sendable {
     /// Whether a service manager listens.
     public var isEnabled: Bool { address != nil }
 
-    /// Start-up is complete: recovery and the first scan of every spool are done.
+    /// Start-up is complete (recovery and the first scan of every spool are done), or a reload
+    /// begun with ``reloading()`` has ended, applied or not. Ignored once shutdown has begun.
     public func ready(status: String) {
-        send(["READY=1", "STATUS=" + Self.oneLine(status)])
-        lastStatus.withLock { $0 = status }
+        state.withLock { state in
+            guard state.phase != .stopping else { return }
+            state.phase = .running
+            state.status = status
+            send(["READY=1", "STATUS=" + Self.oneLine(status)])
+        }
     }
 
-    /// A configuration reload begins; ``ready(status:)`` ends it, whether it was applied or not.
+    /// A configuration reload begins. Only while running: not during start-up or shutdown.
     public func reloading() {
         var now = timespec()
         clock_gettime(CLOCK_MONOTONIC, &now)
         let microseconds = UInt64(now.tv_sec) * 1_000_000 + UInt64(now.tv_nsec) / 1000
-        // MONOTONIC_USEC lets systemd ≥ 253 match this message to the reload it asked for.
-        send(["RELOADING=1", "MONOTONIC_USEC=\(microseconds)", "STATUS=reloading the configuration"])
+        state.withLock { state in
+            guard state.phase == .running else { return }
+            state.status = "reloading the configuration"
+            // MONOTONIC_USEC lets systemd ≥ 253 match this message to the reload it asked for.
+            send(["RELOADING=1", "MONOTONIC_USEC=\(microseconds)", "STATUS=reloading the configuration"])
+        }
     }
 
-    /// Shutdown has begun.
+    /// Shutdown has begun; later ``ready(status:)`` and ``reloading()`` calls are ignored.
     public func stopping(status: String) {
-        send(["STOPPING=1", "STATUS=" + Self.oneLine(status)])
+        state.withLock { state in
+            state.phase = .stopping
+            state.status = status
+            send(["STOPPING=1", "STATUS=" + Self.oneLine(status)])
+        }
     }
 
     /// Sets the one-line status `systemctl status` shows; sends nothing when it has not changed.
     public func status(_ line: String) {
-        guard isEnabled, lastStatus.withLock({ last in
-            if last == line { return false }
-            last = line
-            return true
-        }) else { return }
-        send(["STATUS=" + Self.oneLine(line)])
+        guard isEnabled else { return }
+        state.withLock { state in
+            guard state.status != line else { return }
+            state.status = line
+            send(["STATUS=" + Self.oneLine(line)])
+        }
+    }
+
+    /// When the next `WATCHDOG=1` is due (nil: no watchdog): the scheduler wakes by then.
+    public var nextWatchdogDue: ContinuousClock.Instant? {
+        watchdogInterval == nil ? nil : nextWatchdog.withLock { $0 }
     }
 
     /// Sends `WATCHDOG=1` when half the watchdog period has passed since the last one. Called from
@@ -93,7 +118,7 @@ public final class SystemdNotifier: Sendable {
     public func send(_ assignments: [String]) {
         guard let address else { return }
         let message = Array(assignments.joined(separator: "\n").utf8)
-        let descriptor = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        let descriptor = cferry_unix_datagram_socket()
         guard descriptor >= 0 else { return logFailure("socket", errno) }
         defer { close(descriptor) }
         var storage = sockaddr_un()

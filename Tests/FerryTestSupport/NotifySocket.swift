@@ -12,6 +12,8 @@ public final class NotifySocket: @unchecked Sendable {
     public struct Message: Sendable, CustomStringConvertible {
         public let arrived: ContinuousClock.Instant
         public let assignments: [(key: String, value: String)]
+        /// What `snapshot` returned when the message arrived (e.g. the daemon's log at that moment).
+        public let snapshot: String?
 
         public subscript(key: String) -> String? { assignments.last { $0.key == key }?.value }
         public var description: String { assignments.map { "\($0.key)=\($0.value)" }.joined(separator: "\\n") }
@@ -26,7 +28,8 @@ public final class NotifySocket: @unchecked Sendable {
     public let path: String
     private let shared = Shared()
 
-    public init(path: String) throws {
+    /// - Parameter snapshot: called by the reader as each message arrives; its result is kept with the message.
+    public init(path: String, snapshot: (@Sendable () -> String)? = nil) throws {
         self.path = path
         let descriptor = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard descriptor >= 0 else { throw TestFailure("socket: \(String(cString: strerror(errno)))") }
@@ -57,7 +60,8 @@ public final class NotifySocket: @unchecked Sendable {
                     let parts = line.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
                     return (String(parts[0]), parts.count > 1 ? String(parts[1]) : "")
                 }
-                shared.received.withLock { $0.append(Message(arrived: .now, assignments: assignments)) }
+                let message = Message(arrived: .now, assignments: assignments, snapshot: snapshot?())
+                shared.received.withLock { $0.append(message) }
             }
             Glibc.close(descriptor)
         }

@@ -76,4 +76,8 @@ static inline int64_t cferry_stat_mtime_ns(const struct stat *st) {
 
 static inline int cferry_errno(void) { return errno; }
 
+/// A close-on-exec Unix datagram socket (sd_notify). The SOCK_* names are spelled differently by
+/// Glibc's Swift overlay in some builds (--static-swift-stdlib), so they are used from C.
+static inline int cferry_unix_datagram_socket(void) { return socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0); }
+
 #endif
