@@ -44,6 +44,7 @@ DESTDIR=${DESTDIR%/}
 BIN_DIR=${BIN_DIR:-}
 SWIFT_BUILD_FLAGS=${SWIFT_BUILD_FLAGS---static-swift-stdlib}
 [[ $PREFIX == /* ]] || { echo "install: PREFIX must be an absolute path" >&2; exit 64; }
+[[ $PREFIX != *[\#\&\\]* ]] || { echo "install: PREFIX may not contain #, & or \\" >&2; exit 64; }
 case $PREFIX in
     /usr | /usr/local) system_lib=$PREFIX/lib ;;
     *) system_lib=/etc ;;   # systemd reads unit, sysusers.d and tmpfiles.d files nowhere else
@@ -89,8 +90,11 @@ fi
 if $build; then
     "$root/scripts/install-deps.sh"
     read -r -a flags <<<"$SWIFT_BUILD_FLAGS"
-    (cd "$root" && swift build -c release "${flags[@]}" --product ferryd \
-        && swift build -c release "${flags[@]}" --product ferryctl)
+    # Under `sudo make install`, build as the invoking user, so .build does not become root's.
+    as_user=()
+    if [[ $(id -u) -eq 0 && -n ${SUDO_USER:-} && $SUDO_USER != root ]]; then as_user=(sudo -u "$SUDO_USER" --preserve-env=PATH); fi
+    (cd "$root" && "${as_user[@]}" swift build -c release "${flags[@]}" --product ferryd \
+        && "${as_user[@]}" swift build -c release "${flags[@]}" --product ferryctl)
 fi
 for binary in ferryd ferryctl; do
     [[ -x "$BIN_DIR/$binary" ]] || { echo "install: $BIN_DIR/$binary is missing; build it, or drop --no-build" >&2; exit 1; }
@@ -151,6 +155,10 @@ $sudo systemd-sysusers "$SYSUSERS_DIR/ferry.conf"
 $sudo systemd-tmpfiles --create "$TMPFILES_DIR/ferry.conf"
 if $systemd_running; then
     $sudo systemctl daemon-reload
+    # An upgrade: a running ferryd is restarted on the new binary (its queue carries over).
+    if systemctl is-active --quiet ferryd.service; then
+        $sudo systemctl try-restart ferryd.service && echo "restarted the running ferryd on the new binary"
+    fi
 else
     echo "(systemd is not running here: skipped systemctl daemon-reload)"
 fi

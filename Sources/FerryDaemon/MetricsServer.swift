@@ -13,8 +13,9 @@ import Glibc
 /// (and `HEAD`) answer the same text as `ferryctl metrics`; other paths get 404, other methods 405.
 ///
 /// There is no authentication and no TLS: bind it to loopback (or a trusted network) and let a
-/// local Prometheus or agent scrape it. Limits: ``maximumConnections`` connections at once, and a
-/// connection that sends nothing for ``idleTimeout`` is closed.
+/// local Prometheus or agent scrape it. Limits: ``maximumConnections`` connections at once; a
+/// connection that sends nothing for ``idleTimeout``, or completes no request for that long (a
+/// client trickling bytes), is closed; a request with a body is refused (413).
 final class MetricsServer: Sendable {
     typealias Connection = NIOAsyncChannel<HTTPServerRequestPart, HTTPServerResponsePart>
 
@@ -99,6 +100,20 @@ final class MetricsServer: Sendable {
             try? await connection.channel.close()
             return
         }
+        // Each connection must complete a request every idleTimeout, however slowly it sends bytes.
+        let lastAnswer = Mutex(ContinuousClock.now)
+        let channel = connection.channel
+        let deadline = Duration.nanoseconds(Self.idleTimeout.nanoseconds)
+        let trickle = Task {
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .seconds(1))
+                if ContinuousClock.now - lastAnswer.withLock({ $0 }) > deadline {
+                    channel.close(promise: nil)
+                    return
+                }
+            }
+        }
+        defer { trickle.cancel() }
         // Cancelling the server (shutdown) closes its connections too.
         await withTaskCancellationHandler {
             do {
@@ -114,7 +129,8 @@ final class MetricsServer: Sendable {
                             guard let request = head else { continue }
                             head = nil
                             try await respond(to: request, outbound)
-                            if !request.isKeepAlive { return }
+                            lastAnswer.withLock { $0 = .now }
+                            if !request.isKeepAlive || Self.hasBody(request) { return }
                         }
                     }
                 }
@@ -126,12 +142,21 @@ final class MetricsServer: Sendable {
         }
     }
 
+    /// Whether the request announces a body (`Content-Length` above 0, or chunked).
+    static func hasBody(_ request: HTTPRequestHead) -> Bool {
+        if let length = request.headers.first(name: "Content-Length").flatMap(Int.init), length > 0 { return true }
+        return request.headers[canonicalForm: "Transfer-Encoding"].contains { $0.lowercased() == "chunked" }
+    }
+
     private func respond(to request: HTTPRequestHead, _ outbound: NIOAsyncChannelOutboundWriter<HTTPServerResponsePart>) async throws {
         let path = request.uri.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? ""
         var status = HTTPResponseStatus.ok
         var body: String
         var headers = HTTPHeaders()
-        if request.method != .GET && request.method != .HEAD {
+        if Self.hasBody(request) {
+            status = .payloadTooLarge
+            body = "a metrics request has no body\n"
+        } else if request.method != .GET && request.method != .HEAD {
             status = .methodNotAllowed
             headers.add(name: "Allow", value: "GET, HEAD")
             body = "only GET and HEAD are allowed\n"
@@ -144,12 +169,12 @@ final class MetricsServer: Sendable {
             } catch {
                 logger.warning("cannot read the metrics", metadata: ["error": "\(error)"])
                 status = .internalServerError
-                body = "cannot read the metrics: \(error)\n"
+                body = "cannot read the metrics; see ferryd's log\n"
             }
         }
         headers.add(name: "Content-Type", value: status == .ok ? Self.contentType : "text/plain; charset=utf-8")
         headers.add(name: "Content-Length", value: String(body.utf8.count))
-        if !request.isKeepAlive { headers.add(name: "Connection", value: "close") }
+        if !request.isKeepAlive || Self.hasBody(request) { headers.add(name: "Connection", value: "close") }
         try await outbound.write(.head(HTTPResponseHead(version: .http1_1, status: status, headers: headers)))
         if request.method != .HEAD {
             try await outbound.write(.body(.byteBuffer(ByteBuffer(string: body))))

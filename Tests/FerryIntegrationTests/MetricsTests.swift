@@ -82,6 +82,8 @@ struct MetricsTests {
             #expect(try httpRequest(port: port, path: "/").status == 404)
             let post = try httpRequest(port: port, path: "/metrics", method: "POST")
             #expect(post.status == 405 && post.headers["allow"] == "GET, HEAD", "\(post)")
+            let withBody = try httpRequest(port: port, path: "/metrics", method: "GET", keepAlive: true, body: "0123456789")
+            #expect(withBody.status == 413 && withBody.headers["connection"] == "close", "\(withBody)")
 
             // A file waiting in a paused spool ages.
             #expect(try await harness.ctl("pause", "test").status == 0)
@@ -216,7 +218,7 @@ private struct HTTPAnswer: CustomStringConvertible {
 }
 
 /// One HTTP/1.1 request to 127.0.0.1:`port`, read until the answer is complete.
-private func httpRequest(port: Int, path: String, method: String = "GET", keepAlive: Bool = false) throws -> HTTPAnswer {
+private func httpRequest(port: Int, path: String, method: String = "GET", keepAlive: Bool = false, body: String = "") throws -> HTTPAnswer {
     let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
     guard descriptor >= 0 else { throw TestFailure("socket: \(String(cString: strerror(errno)))") }
     defer { close(descriptor) }
@@ -230,7 +232,7 @@ private func httpRequest(port: Int, path: String, method: String = "GET", keepAl
         $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
     }
     guard connected == 0 else { throw TestFailure("connect 127.0.0.1:\(port): \(String(cString: strerror(errno)))") }
-    let request = Array("\(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\n\(keepAlive ? "" : "Connection: close\r\n")Content-Length: 0\r\n\r\n".utf8)
+    let request = Array("\(method) \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\n\(keepAlive ? "" : "Connection: close\r\n")Content-Length: \(body.utf8.count)\r\n\r\n\(body)".utf8)
     guard request.withUnsafeBytes({ send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }) == request.count else {
         throw TestFailure("send: \(String(cString: strerror(errno)))")
     }
