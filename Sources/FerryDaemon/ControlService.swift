@@ -125,7 +125,8 @@ final class ControlService: Sendable {
         var spools = configuration.spools.map { spool in
             SpoolStatus(
                 name: spool.name, directory: spool.directory, paused: paused.contains("*") || paused.contains(spool.name),
-                counts: Self.allStates(counts[spool.name] ?? [:]), settling: runtime.watcher(named: spool.name)?.settlingCount ?? 0)
+                counts: Self.allStates(counts[spool.name] ?? [:]), settling: runtime.watcher(named: spool.name)?.settlingCount ?? 0,
+                problem: pipeline.problems[spool.name])
         }
         for (name, byState) in counts.sorted(by: { $0.key < $1.key }) where configuration.spool(named: name) == nil {
             spools.append(SpoolStatus(name: name, directory: "", paused: false, counts: Self.allStates(byState), settling: 0))

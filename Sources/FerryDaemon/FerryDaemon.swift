@@ -61,11 +61,13 @@ public final class FerryDaemon: Service, Sendable {
         defer { uploaders.shutdown() }
         let registry = SpoolRegistry(try uploaders.runtimes(for: configuration))
         let runtime = DaemonRuntime(configuration: configuration)
-        let intake = Intake(store: store, logger: logger)
+        let problems = LocalProblems()
+        let intake = Intake(store: store, logger: logger, problems: problems)
         let io = BlockingIO(threads: configuration.maxConcurrentUploads)
         let activity = ActiveJobs()
         let pipeline = JobPipeline(
             store: store, bodies: BodyBuilder(directory: state.bodiesPath), spools: registry, activity: activity, logger: logger, io: io,
+            problems: problems,
             requeue: { spool, path in
                 guard let runtime = registry[spool], let status = runtime.files.status(path), status.kind == .regular else { return }
                 await intake.submit(spool: spool, files: [SpoolFile(relativePath: path, status: status)])
@@ -120,7 +122,10 @@ public final class FerryDaemon: Service, Sendable {
                         for await (watcher, scanned) in starts {
                             watchers.addTask {
                                 await watcher.run(
-                                    deliver: { files in await intake.submit(spool: watcher.settings.name, files: files) },
+                                    deliver: { files in
+                                        // Files the queue could not take are looked for again soon, not at the next full rescan.
+                                        if !(await intake.submit(spool: watcher.settings.name, files: files)) { watcher.rescanSoon() }
+                                    },
                                     scanned: scanned)
                             }
                         }
@@ -326,11 +331,14 @@ final class DaemonRuntime: Sendable {
 final class Intake: Sendable {
     let store: JobStore
     let logger: Logger
+    /// Where a spool whose files cannot be queued says so (for `status`).
+    let problems: LocalProblems
     private let queuedHook = Mutex<(@Sendable () -> Void)?>(nil)
 
-    init(store: JobStore, logger: Logger) {
+    init(store: JobStore, logger: Logger, problems: LocalProblems = LocalProblems()) {
         self.store = store
         self.logger = logger
+        self.problems = problems
     }
 
     var onQueued: (@Sendable () -> Void)? {
@@ -338,7 +346,9 @@ final class Intake: Sendable {
         set { queuedHook.withLock { $0 = newValue } }
     }
 
-    func submit(spool: String, files: [SpoolFile]) async {
+    /// Queues `files`; returns whether the queue took them (false: they stay in the spool, unqueued).
+    @discardableResult
+    func submit(spool: String, files: [SpoolFile]) async -> Bool {
         let discovered = files.map {
             JobStore.DiscoveredFile(spool: spool, relativePath: $0.relativePath, identity: FileIdentity($0.status))
         }
@@ -348,9 +358,13 @@ final class Intake: Sendable {
                 logger.info("queued", metadata: ["job": "\(job.id)", "spool": "\(spool)", "file": "\(job.displayPath)", "bytes": "\(job.identity.size)"])
             }
             if !jobs.isEmpty { onQueued?() }
+            problems.resolvedIntake(spool: spool)
+            return true
         } catch {
-            logger.error("cannot queue files; they stay in the spool and are found again at the next scan",
+            logger.error("cannot queue files; they stay in the spool and are looked for again in a few seconds",
                          metadata: ["spool": "\(spool)", "files": "\(files.count)", "error": "\(error)"])
+            problems.reportIntake(spool: spool, "cannot queue files: \(error)")
+            return false
         }
     }
 }

@@ -83,14 +83,18 @@ final class JobPipeline: Sendable {
     let io: BlockingIO
     /// Counts attempts by outcome, their bytes and durations.
     let metrics: DaemonMetrics
+    /// The local problem holding each spool back, if any (for `status`).
+    let problems: LocalProblems
 
     /// The longest `Retry-After` honoured.
     static let retryAfterLimit = Duration.seconds(86_400)
 
     init(
         store: JobStore, bodies: BodyBuilder, spools: SpoolRegistry, activity: ActiveJobs, logger: Logger, io: BlockingIO,
-        metrics: DaemonMetrics = DaemonMetrics(), requeue: @escaping @Sendable (String, [UInt8]) async -> Void
+        metrics: DaemonMetrics = DaemonMetrics(), problems: LocalProblems = LocalProblems(),
+        requeue: @escaping @Sendable (String, [UInt8]) async -> Void
     ) {
+        self.problems = problems
         self.activity = activity
         self.metrics = metrics
         self.io = io
@@ -172,6 +176,11 @@ final class JobPipeline: Sendable {
         } catch {
             prepared = .interrupted
         }
+        if case .localFailure = prepared {} else if let problem = problems.resolved(spool: job.spool, job: job.id.rawValue) {
+            log.notice("uploads can be prepared again", metadata: [
+                "problem": "\(problem.message)", "duration_ms": "\(Int(Date().timeIntervalSince(problem.since) * 1000))",
+            ])
+        }
         switch prepared {
         case .ready(let built):
             body = built
@@ -205,9 +214,11 @@ final class JobPipeline: Sendable {
             // server: it does not use up an attempt. Wait 15–30 s and try again, until max_age.
             let deadline = job.ageStart.addingTimeInterval(spool.configuration.retry.maxAge.seconds)
             if Date() >= deadline {
+                problems.resolved(spool: job.spool, job: job.id.rawValue)
                 try await giveUpOn(job, spool: spool, reason: "gave up: not delivered within max_age: \(reason)", log: log)
                 return
             }
+            problems.report(spool: job.spool, job: job.id.rawValue, reason)
             let ceiling = min(spool.configuration.retry.maxDelay, .seconds(30)).seconds
             let next = min(Date().addingTimeInterval(Double.random(in: (ceiling / 2)...ceiling)), deadline)
             try await records.finish(job, startedAt: startedAt, now: Date(), bytesSent: 0, transition: .interrupted(at: next, reason: reason))

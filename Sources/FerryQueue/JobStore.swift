@@ -31,15 +31,14 @@ public final class JobStore: Sendable {
             try db.execute(sql: "PRAGMA foreign_keys = ON")
         }
         do {
+            // Checked before the pool opens: opening a pool may write (GRDB makes sure a WAL file
+            // exists by creating and dropping a table), and nothing may write to a damaged file.
+            if !readOnly { try Self.checkIntegrity(path) }
             pool = try DatabasePool(path: path, configuration: configuration)
             if readOnly { return }
             // GRDB chooses synchronous=NORMAL for WAL; Ferry's promise needs every commit durable.
             try pool.writeWithoutTransaction { db in
                 try db.execute(sql: "PRAGMA synchronous = FULL")
-            }
-            let check = try pool.read { db in try String.fetchAll(db, sql: "PRAGMA quick_check") }
-            if check != ["ok"] {
-                throw QueueError.corrupt(path: path, details: check.prefix(3).joined(separator: "; "))
             }
             let migrator = Self.migrator
             let unknown = try pool.read { db in
@@ -51,6 +50,22 @@ public final class JobStore: Sendable {
             try migrator.migrate(pool)
         } catch {
             throw QueueError.classify(error, path: path)
+        }
+    }
+
+    /// Runs `PRAGMA quick_check` on an existing database through a read-only connection, so a
+    /// damaged file is refused before anything writes to it. A missing or empty file is a new queue.
+    static func checkIntegrity(_ path: String) throws {
+        guard let size = (try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? Int, size > 0 else { return }
+        var configuration = Configuration()
+        configuration.readonly = true
+        configuration.busyMode = .timeout(5)
+        configuration.label = "ferry-queue-check"
+        let queue = try DatabaseQueue(path: path, configuration: configuration)
+        defer { try? queue.close() }
+        let check = try queue.read { db in try String.fetchAll(db, sql: "PRAGMA quick_check") }
+        if check != ["ok"] {
+            throw QueueError.corrupt(path: path, details: check.prefix(3).joined(separator: "; "))
         }
     }
 

@@ -104,7 +104,9 @@ public struct SpoolFiles: Sendable {
         let name: [UInt8]
         do {
             (parent, name) = try root.openParent(of: relativePath)
-        } catch where error.code == ENOENT || error.code == ENOTDIR {
+        } catch where error.code == ENOENT || error.code == ENOTDIR || error.code == ELOOP {
+            // A directory on the way is gone, or was replaced by a file or a symlink (ELOOP): the
+            // file is no longer in the spool, and what the path leads to now is not Ferry's to touch.
             return .missing(nil)
         }
         let claimed = Self.claimName(token)

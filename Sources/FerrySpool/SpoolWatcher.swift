@@ -49,6 +49,8 @@ public final class SpoolWatcher: Sendable {
     private let continuation: AsyncStream<Input>.Continuation
     /// Set when events had to be dropped because the loop fell behind; the next turn rescans.
     private let droppedEvents = Flag()
+    /// Set by ``rescanSoon()``.
+    private let retryRescan = Flag()
     /// The running loop's inotify listener, for ``sync()``.
     private let activeListener = Mutex<InotifyListener?>(nil)
     /// Callers of ``sync()`` waiting for the loop to reach their marker.
@@ -96,6 +98,16 @@ public final class SpoolWatcher: Sendable {
     public func requestRescan() {
         continuation.yield(.rescan)
     }
+
+    /// Asks for a full rescan within ``retryRescanDelay``: files handed to `deliver` could not be
+    /// taken (the queue could not be written, e.g. the state directory is full), and are in the
+    /// spool still but no longer watched for.
+    public func rescanSoon() {
+        retryRescan.set()
+    }
+
+    /// How soon files that could not be delivered are looked for again.
+    static let retryRescanDelay = Duration.seconds(5)
 
     /// A barrier: returns once every change made to the spool before the call has been looked at
     /// (files renamed in are handed over), with the number of files still settling. Returns 0 at
@@ -177,6 +189,7 @@ public final class SpoolWatcher: Sendable {
             case .events(let events):
                 await state.handle(events, deliver: deliver)
             case .tick:
+                if retryRescan.takeIfSet() { state.nextRescan = min(state.nextRescan, .now + Self.retryRescanDelay) }
                 await state.tick(deliver: deliver)
             case .rescan:
                 await state.fullScan(deliver: deliver)

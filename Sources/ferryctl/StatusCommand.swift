@@ -60,8 +60,24 @@ enum StatusView {
         header.append("uploads", "\(report.uploads.count)/\(report.maxConcurrentUploads) upload slots busy")
         output += header.render() + "\n"
         output += spools(report.spools) + "\n"
+        output += problems(report.spools)
         output += uploads(report.uploads, interactive: interactive)
         return output
+    }
+
+    /// One paragraph per spool held back by a local problem (nothing when there is none).
+    static func problems(_ spools: [SpoolStatus], now: Date = Date()) -> String {
+        let troubled = spools.compactMap { spool in spool.problem.map { (spool.name, $0) } }
+        guard !troubled.isEmpty else { return "" }
+        var output = ""
+        for (name, problem) in troubled {
+            output += "problem in \(name): \(Format.shortened(problem.message, to: 160))\n"
+            output += "  since \(Format.timeWithRelative(problem.since, now: now))"
+                + (problem.jobs > 0 ? "; \(Format.count(problem.jobs, "job")) waiting, tried again until max_age"
+                    : "; files wait in the spool and are looked for again every 5s")
+                + "\n"
+        }
+        return output + "\n"
     }
 
     static func spools(_ spools: [SpoolStatus]) -> String {
