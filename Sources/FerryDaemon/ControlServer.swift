@@ -70,20 +70,7 @@ final class ControlServer: Sendable {
     func serve(_ server: NIOAsyncChannel<NIOAsyncChannel<ControlFrame, ByteBuffer>, Never>, created: Bool) async {
         defer { if created { unlink(path) } }
         logger.info("control socket ready", metadata: ["path": "\(created ? path : "(passed by systemd)")"])
-        await withDiscardingTaskGroup { group in
-            do {
-                try await server.executeThenClose { inbound in
-                    for try await connection in inbound {
-                        group.addTask { await self.handle(connection) }
-                    }
-                }
-            } catch {
-                if !Task.isCancelled {
-                    logger.error("control socket failed", metadata: ["error": "\(error)"])
-                }
-            }
-            group.cancelAll()
-        }
+        await acceptConnections(on: server, what: "control socket", logger: logger) { await self.handle($0) }
     }
 
     private func handle(_ connection: NIOAsyncChannel<ControlFrame, ByteBuffer>) async {

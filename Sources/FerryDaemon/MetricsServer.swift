@@ -77,20 +77,7 @@ final class MetricsServer: Sendable {
     /// Answers requests until cancelled.
     func serve() async {
         logger.info("metrics endpoint ready", metadata: ["url": "http://\(address)/metrics"])
-        await withDiscardingTaskGroup { group in
-            do {
-                try await server.executeThenClose { inbound in
-                    for try await connection in inbound {
-                        group.addTask { await self.handle(connection) }
-                    }
-                }
-            } catch {
-                if !Task.isCancelled {
-                    logger.error("the metrics endpoint failed", metadata: ["error": "\(error)"])
-                }
-            }
-            group.cancelAll()
-        }
+        await acceptConnections(on: server, what: "the metrics endpoint", logger: logger) { await self.handle($0) }
     }
 
     private func handle(_ connection: Connection) async {
