@@ -85,14 +85,37 @@ public enum ReceiverAction: Sendable {
     case stallUntil(afterBytes: Int64, gate: ReceiverGate)
     /// Read `afterBytes` of the body, then close the connection without an answer.
     case disconnect(afterBytes: Int64)
+    /// Read `afterBytes` of the body, then reset the connection: `SO_LINGER` 0 and close, so the
+    /// client gets a TCP RST rather than an orderly FIN.
+    case reset(afterBytes: Int64)
+    /// Read the body at about `bytesPerSecond` (reads are paced, so the client's writes block), then
+    /// store it and answer `status`.
+    case slowRead(bytesPerSecond: Int, status: Int = 201)
+    /// Read the whole body (and store it when `store`: a server that did its work but whose answer
+    /// never comes), then never answer; the connection stays open until the client gives up.
+    case stallAfterBody(store: Bool)
+    /// Read the whole body (and store it when `store`), then close the connection without an answer.
+    case closeAfterBody(store: Bool)
+    /// Read `afterBytes` of the body, then answer `status` (a 2xx: a server that accepts a truncated
+    /// body) and close. Nothing is stored: the file never arrived whole.
+    case acceptPartial(afterBytes: Int64, status: Int = 200)
 }
 
 extension ReceiverAction {
     /// Whether the body is parsed and stored.
     var stores: Bool {
         switch self {
-        case .store, .stallUntil: true
+        case .store, .stallUntil, .slowRead: true
+        case .stallAfterBody(let store), .closeAfterBody(let store): store
         default: false
+        }
+    }
+
+    /// The body byte count at which the action cuts the request short, if it does.
+    var cutOff: Int64? {
+        switch self {
+        case .stall(let after), .disconnect(let after), .reset(let after), .acceptPartial(let after, _): after
+        default: nil
         }
     }
 }
@@ -103,6 +126,13 @@ public struct RequestInfo: Sendable {
     public var method: String
     public var uri: String
     public var headers: [HeaderField]
+
+    public init(index: Int, method: String, uri: String, headers: [HeaderField]) {
+        self.index = index
+        self.method = method
+        self.uri = uri
+        self.headers = headers
+    }
 
     public func header(_ name: String) -> String? {
         headers.first { $0.name.lowercased() == name.lowercased() }?.value

@@ -28,16 +28,22 @@ public final class Receiver: Sendable {
     ///   - discard: parse bodies but neither store nor hash file parts (a fast sink for benchmarks;
     ///     sizes are still recorded).
     ///   - tls: serve HTTPS with this certificate and key (tests use a CA they make themselves).
+    ///   - keepFiles: `false` hashes file parts without writing them (the size and SHA-256 are still
+    ///     recorded, and in the manifest): for torture runs that move gigabytes.
+    ///   - manifest: append one JSON line per stored file to this file (see ``ReceiverManifest``).
     public static func start(
         host: String = "127.0.0.1", port: Int = 0, directory: String,
         group: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
         plan: (@Sendable (RequestInfo) -> ReceiverAction)? = nil,
         discard: Bool = false,
+        keepFiles: Bool = true,
+        manifest: String? = nil,
         tls: TLSConfiguration? = nil,
         logger: Logger = Logger(label: "ferry.receiver")
     ) async throws -> Receiver {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        let core = ReceiverCore(directory: directory, plan: plan, discard: discard, logger: logger)
+        let manifestWriter = try manifest.map { try ReceiverManifest(path: $0) }
+        let core = ReceiverCore(directory: directory, plan: plan, discard: discard, keepFiles: keepFiles, manifest: manifestWriter, logger: logger)
         let sslContext = try tls.map { try NIOSSLContext(configuration: $0) }
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(.backlog, value: 512)
@@ -46,6 +52,7 @@ public final class Receiver: Sendable {
             .childChannelInitializer { channel in
                 core.track(channel)
                 return channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(ReadPacer())
                     if let sslContext {
                         try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: sslContext))
                     }
@@ -67,6 +74,13 @@ public final class Receiver: Sendable {
         self.channel = channel
         self.core = core
         self.scheme = scheme
+    }
+
+    /// A server TLS configuration from a PEM certificate chain and a PEM private key.
+    public static func tlsConfiguration(certificate: String, key: String) throws -> TLSConfiguration {
+        TLSConfiguration.makeServerConfiguration(
+            certificateChain: try NIOSSLCertificate.fromPEMFile(certificate).map { .certificate($0) },
+            privateKey: .privateKey(try NIOSSLPrivateKey(file: key, format: .pem)))
     }
 
     /// `http://host:port` (or `https://`) + `path`.
@@ -99,6 +113,10 @@ final class ReceiverCore: Sendable {
     let state: Mutex<State>
     /// Parse only: no files written, no hashes.
     let discard: Bool
+    /// Write file parts to the directory (else only hash them).
+    let keepFiles: Bool
+    /// Where stored files are logged, if anywhere.
+    let manifest: ReceiverManifest?
 
     struct State {
         var requests: [ReceivedRequest] = []
@@ -107,9 +125,12 @@ final class ReceiverCore: Sendable {
         var channels: [ObjectIdentifier: any Channel] = [:]
     }
 
-    init(directory: String, plan: (@Sendable (RequestInfo) -> ReceiverAction)?, discard: Bool = false, logger: Logger) {
+    init(directory: String, plan: (@Sendable (RequestInfo) -> ReceiverAction)?, discard: Bool = false, keepFiles: Bool = true,
+         manifest: ReceiverManifest? = nil, logger: Logger) {
         self.directory = directory
         self.discard = discard
+        self.keepFiles = keepFiles
+        self.manifest = manifest
         self.logger = logger
         state = Mutex(State(plan: plan))
     }
@@ -168,3 +189,64 @@ final class ReceiverCore: Sendable {
     }
 }
 
+
+/// An append-only JSON Lines record of the files a receiver stored, one line per file, written with
+/// one `write(2)` on an `O_APPEND` descriptor before the answer is sent: a driver reading it (even
+/// across receiver restarts, which append to the same file) sees every file a client was told
+/// arrived.
+///
+///     {"time":1763876401.123,"request":3,"filename":"a.bin","size":1234,
+///      "sha256":"…","idempotency_key":"01K…","status":201}
+///
+/// `status` is what the receiver answered, or `null` when a planned fault stored the file but sent
+/// no answer (`stallAfterBody`/`closeAfterBody` with `store`).
+public final class ReceiverManifest: Sendable {
+    private let file: Appender
+    public var path: String { file.path }
+
+    public init(path: String) throws {
+        file = try Appender(path: path)
+    }
+
+    func record(_ received: ReceivedFile, idempotencyKey: String?, status: Int?, request: Int) {
+        let time = String(format: "%.3f", Date().timeIntervalSince1970)
+        let key = idempotencyKey.map(Self.jsonString) ?? "null"
+        file.append("{\"time\":\(time),\"request\":\(request),\"filename\":\(Self.jsonString(received.filename)),"
+            + "\"size\":\(received.size),\"sha256\":\"\(received.sha256)\",\"idempotency_key\":\(key),"
+            + "\"status\":\(status.map(String.init) ?? "null")}\n")
+    }
+
+    /// `text` as a JSON string literal.
+    public static func jsonString(_ text: String) -> String { ReceiverHandler.jsonString(text) }
+
+    /// A file opened `O_APPEND` that takes whole lines, each in one `write(2)`.
+    public final class Appender: Sendable {
+        private let fd: Int32
+        public let path: String
+
+        public init(path: String) throws {
+            self.path = path
+            fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
+            if fd < 0 {
+                throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: path, NSLocalizedDescriptionKey: String(cString: strerror(errno))])
+            }
+        }
+
+        deinit { close(fd) }
+
+        public func append(_ line: String) {
+            var bytes = Array(line.utf8)
+            bytes.withUnsafeMutableBytes { raw in
+                var offset = 0
+                while offset < raw.count {
+                    let count = write(fd, raw.baseAddress! + offset, raw.count - offset)
+                    if count < 0 {
+                        if errno == EINTR { continue }
+                        return
+                    }
+                    offset += count
+                }
+            }
+        }
+    }
+}

@@ -55,13 +55,17 @@ final class ReceiverHandler: ChannelInboundHandler {
 
         /// Count the bytes only (the receiver's discard mode).
         let countOnly: Bool
+        /// Hash a file part's bytes without writing them anywhere (the receiver's `keepFiles: false`).
+        let hashOnly: Bool
 
-        init(fieldName: String, filenameParameter: String?, contentType: String?, directory: String, countOnly: Bool = false) {
+        init(fieldName: String, filenameParameter: String?, contentType: String?, directory: String, countOnly: Bool = false,
+             keep: Bool = true) {
             self.fieldName = fieldName
             self.filenameParameter = filenameParameter
             self.contentType = contentType
             self.countOnly = countOnly && filenameParameter != nil
-            if filenameParameter != nil && !countOnly {
+            hashOnly = !countOnly && !keep && filenameParameter != nil
+            if filenameParameter != nil && !countOnly && keep {
                 let path = directory + "/.receiving-\(UUID().uuidString)"
                 temporaryPath = path
                 fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
@@ -74,6 +78,10 @@ final class ReceiverHandler: ChannelInboundHandler {
         func append(_ bytes: UnsafeRawBufferPointer) {
             size += Int64(bytes.count)
             if countOnly { return }
+            if hashOnly {
+                hasher.update(bufferPointer: bytes)
+                return
+            }
             guard temporaryPath != nil else {
                 text.append(contentsOf: bytes)
                 return
@@ -137,6 +145,14 @@ final class ReceiverHandler: ChannelInboundHandler {
         if head.headers.first(name: "Expect")?.lowercased() == "100-continue" {
             context.writeAndFlush(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: .continue))), promise: nil)
         }
+        if case .slowRead(let rate, _) = action {
+            // Small reads, each one let through only when the bytes so far have "taken" their time.
+            let channel = context.channel
+            let chunk = max(1024, min(64 * 1024, rate / 10))
+            channel.setOption(ChannelOptions.recvAllocator, value: AdaptiveRecvByteBufferAllocator(minimum: 1024, initial: chunk, maximum: chunk))
+                .whenComplete { _ in }
+            (try? context.pipeline.syncOperations.handler(type: ReadPacer.self))?.rate = rate
+        }
         if action.stores {
             let contentType = head.headers.first(name: "Content-Type") ?? ""
             let (mediaType, parameters) = HeaderParameters.parse(contentType)
@@ -150,7 +166,8 @@ final class ReceiverHandler: ChannelInboundHandler {
                 let name = head.uri.split(separator: "?").first.flatMap { $0.split(separator: "/").last }.map(String.init) ?? "upload"
                 request.rawBody = PartSink(
                     fieldName: "", filenameParameter: name.removingPercentEncoding ?? name,
-                    contentType: head.headers.first(name: "Content-Type"), directory: core.directory, countOnly: core.discard)
+                    contentType: head.headers.first(name: "Content-Type"), directory: core.directory, countOnly: core.discard,
+                    keep: core.keepFiles)
             }
         }
         self.request = request
@@ -160,12 +177,8 @@ final class ReceiverHandler: ChannelInboundHandler {
         guard var request, !request.stopped else { return }
         var buffer = buffer
         // Fault actions act at an exact byte count: cut the chunk there.
-        var limit: Int64?
-        switch request.action {
-        case .stall(let after), .disconnect(let after): limit = after
-        case .stallUntil(let after, _) where !request.released: limit = after
-        default: break
-        }
+        var limit = request.action.cutOff
+        if case .stallUntil(let after, _) = request.action, !request.released { limit = after }
         var rest: ByteBuffer?
         if let limit, request.bodyBytes + Int64(buffer.readableBytes) >= limit {
             let keep = Int(max(0, limit - request.bodyBytes))
@@ -217,14 +230,51 @@ final class ReceiverHandler: ChannelInboundHandler {
             switch request.action {
             case .stall:
                 context.channel.setOption(ChannelOptions.autoRead, value: false).whenComplete { _ in }
-            case .disconnect:
-                discardParts()
-                core.update(request.index) { $0.error = "disconnected by plan" }
-                context.close(promise: nil)
+            case .disconnect, .reset, .acceptPartial:
+                cutShort(context: context)
             default:
                 break
             }
         }
+    }
+
+    /// Ends a request the plan cuts short (`disconnect`, `reset`, `acceptPartial`), mid-body or,
+    /// when the body was shorter than the cut-off, at its end. Nothing is stored.
+    private func cutShort(context: ChannelHandlerContext) {
+        guard let request else { return }
+        discardParts()
+        self.request?.stopped = true
+        switch request.action {
+        case .disconnect:
+            core.update(request.index) { $0.error = "disconnected by plan" }
+            context.close(promise: nil)
+        case .reset:
+            core.update(request.index) { $0.error = "reset by plan" }
+            Self.reset(context.channel)
+        case .acceptPartial(_, let status):
+            core.update(request.index) { $0.error = "answered \(status) after \(request.bodyBytes) body bytes (truncated, not stored)" }
+            respond(status: status, headers: [HeaderField(name: "Content-Type", value: "application/json")],
+                    body: Array("{\"accepted\":true}".utf8), close: true, context: context)
+        default:
+            break
+        }
+    }
+
+    /// Closes `channel` with a TCP RST: `SO_LINGER` {on, 0} makes close(2) discard unsent data and
+    /// reset the connection instead of the orderly FIN.
+    static func reset(_ channel: any Channel) {
+        guard let provider = channel as? any SocketOptionProvider else {
+            channel.close(promise: nil)
+            return
+        }
+        provider.setSoLinger(linger(l_onoff: 1, l_linger: 0)).whenComplete { _ in channel.close(promise: nil) }
+    }
+
+    /// Back to normal reading after a paced (`slowRead`) request.
+    private func endPacing(context: ChannelHandlerContext) {
+        (try? context.pipeline.syncOperations.handler(type: ReadPacer.self))?.rate = nil
+        context.channel.setOption(ChannelOptions.recvAllocator, value: AdaptiveRecvByteBufferAllocator(minimum: 4096, initial: 65536, maximum: 1 << 20))
+            .whenComplete { _ in }
     }
 
     private func handle(_ event: MultipartStreamParser.Event, request: inout InFlight) {
@@ -235,7 +285,7 @@ final class ReceiverHandler: ChannelInboundHandler {
             request.currentPart = PartSink(
                 fieldName: parameters["name"] ?? "", filenameParameter: parameters["filename"],
                 contentType: headers.first { $0.name == "content-type" }?.value, directory: core.directory,
-                countOnly: core.discard)
+                countOnly: core.discard, keep: core.keepFiles)
         case .partData(let bytes):
             request.currentPart?.append(bytes)
         case .partEnd:
@@ -258,6 +308,7 @@ final class ReceiverHandler: ChannelInboundHandler {
         guard var request else { return }
         defer { self.request = nil }
         if request.stopped { return }
+        self.request = request
         switch request.action {
         case .store(let status):
             storeAndAnswer(&request, status: status, context: context)
@@ -266,13 +317,41 @@ final class ReceiverHandler: ChannelInboundHandler {
             respond(status: status, headers: headers, body: Array(text.utf8), close: false, context: context)
         case .stallUntil:
             storeAndAnswer(&request, status: 201, context: context)
-        case .respondEarly, .stall, .disconnect:
+        case .slowRead(_, let status):
+            endPacing(context: context)
+            storeAndAnswer(&request, status: status, context: context)
+        case .stallAfterBody(let store), .closeAfterBody(let store):
+            if store {
+                _ = storeFiles(&request, status: nil)
+            }
+            core.update(request.index) { $0.complete = true }
+            if case .closeAfterBody = request.action {
+                core.update(request.index) { $0.error = "closed without an answer by plan" }
+                context.close(promise: nil)
+            } else {
+                core.update(request.index) { $0.error = "no answer by plan" }
+            }
+        case .disconnect, .reset, .acceptPartial:
+            // The body was shorter than the cut-off: cut it short at its end.
+            cutShort(context: context)
+        case .respondEarly, .stall:
             break
         }
     }
 
     /// Finishes a stored request: final file names, the record, and the JSON answer (or 400).
     private func storeAndAnswer(_ request: inout InFlight, status: Int, context: ChannelHandlerContext) {
+        if let error = storeFiles(&request, status: status) {
+            respond(status: 400, headers: [], body: Array("{\"error\":\(Self.jsonString(error))}".utf8), close: false, context: context)
+            return
+        }
+        respond(status: status, headers: [HeaderField(name: "Content-Type", value: "application/json")],
+                body: Self.summary(index: request.index, files: request.files), close: false, context: context)
+    }
+
+    /// Gives the stored files their final names and records them (and in the manifest, with the
+    /// `status` about to be answered, `nil` for none), or discards them and returns what was wrong.
+    private func storeFiles(_ request: inout InFlight, status: Int?) -> String? {
         if let sink = request.rawBody {
             sink.finish()
             request.files.append(ReceivedFile(
@@ -291,8 +370,7 @@ final class ReceiverHandler: ChannelInboundHandler {
                 $0.files = files.map { var f = $0; f.storedPath = nil; return f }
                 $0.complete = true
             }
-            respond(status: 400, headers: [], body: Array("{\"error\":\(Self.jsonString(error))}".utf8), close: false, context: context)
-            return
+            return error
         }
         // Give each stored file its final name.
         for index in request.files.indices {
@@ -307,8 +385,13 @@ final class ReceiverHandler: ChannelInboundHandler {
             $0.files = files
             $0.complete = true
         }
-        respond(status: status, headers: [HeaderField(name: "Content-Type", value: "application/json")],
-                body: Self.summary(index: request.index, files: files), close: false, context: context)
+        // The manifest line is written before the answer leaves, so a client that saw a 2xx can
+        // always find its file there.
+        if let manifest = core.manifest, !core.discard {
+            let key = request.head.headers.first(name: "Idempotency-Key")
+            for file in files { manifest.record(file, idempotencyKey: key, status: status, request: request.index) }
+        }
+        return nil
     }
 
     private func respond(status: Int, headers extra: [HeaderField], body: [UInt8], close: Bool, context: ChannelHandlerContext) {
@@ -369,5 +452,45 @@ final class ReceiverHandler: ChannelInboundHandler {
     static func jsonString(_ text: String) -> String {
         let data = (try? JSONEncoder().encode(text)) ?? Data("\"\"".utf8)
         return String(decoding: data, as: UTF8.self)
+    }
+}
+
+/// The first handler of a receiver's pipeline, next to the socket: while ``rate`` is set it lets
+/// each `read` through only once the bytes read so far have taken `1/rate` seconds each, so the
+/// client's writes block as against a slow server. Being below TLS, it paces the bytes on the wire,
+/// whatever reads the TLS handler asks for.
+final class ReadPacer: ChannelDuplexHandler {
+    typealias InboundIn = ByteBuffer
+    typealias InboundOut = ByteBuffer
+    typealias OutboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
+    /// Bytes per second; `nil` reads freely.
+    var rate: Int? {
+        didSet { if rate == nil { owed = 0 } }
+    }
+    private var owed = 0
+    private var waiting = false
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        if rate != nil { owed += unwrapInboundIn(data).readableBytes }
+        context.fireChannelRead(data)
+    }
+
+    func read(context: ChannelHandlerContext) {
+        guard let rate, owed > 0 else {
+            if !waiting { context.read() }
+            return
+        }
+        if waiting { return }
+        waiting = true
+        let delay = TimeAmount.nanoseconds(Int64(Double(owed) / Double(max(1, rate)) * 1e9))
+        owed = 0
+        let loopBound = NIOLoopBound((handler: self, context: context), eventLoop: context.eventLoop)
+        context.eventLoop.scheduleTask(in: delay) {
+            let (handler, context) = loopBound.value
+            handler.waiting = false
+            if context.channel.isActive { context.read() }
+        }
     }
 }
