@@ -1,7 +1,11 @@
 # The two set-up commands in the README:
 #   make demo   build, then run `ferryd demo` (spool ./ferry-demo/spool → a receiver on 127.0.0.1)
 #   make test   install test dependencies, build, run every test
-.PHONY: demo test build release install uninstall check-units deps test-deps clean
+#   make torture            the quick torture run (crashes, faults, outages, SIGTERM; 2-3 minutes)
+#   make torture TORTURE=--long   the long one (20+ minutes); see scripts/torture.py --help
+#   make bench              ferryd against curl and Python requests (release build; see docs/PERFORMANCE.md)
+#   make bench-smoke        the same at tiny sizes on the debug build, one run, no thresholds (seconds; CI runs it)
+.PHONY: demo test torture build release install uninstall check-units deps test-deps clean
 
 demo: deps
 	swift build --product ferryd
@@ -10,6 +14,22 @@ demo: deps
 test: test-deps
 	swift build --build-tests
 	swift test --skip-build
+
+TORTURE ?= --quick
+torture: deps
+	swift build
+	python3 scripts/torture.py $(TORTURE)
+
+# BENCH passes options to bench/bench.py, e.g. BENCH="--only 2 --out bench/results".
+.PHONY: bench bench-smoke bench-deps
+bench: bench-deps
+	python3 bench/bench.py $(BENCH)
+
+bench-smoke: bench-deps
+	python3 bench/bench.py --smoke --configuration debug $(BENCH)
+
+bench-deps:
+	scripts/install-deps.sh --bench
 
 build: deps
 	swift build

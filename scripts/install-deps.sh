@@ -4,11 +4,14 @@
 #   test:  Werkzeug and python-multipart (independent multipart parsers the tests upload to), curl,
 #          openssl (makes a test CA for the TLS tests), systemd (systemd-analyze, systemd-sysusers,
 #          systemd-tmpfiles, systemd-socket-activate for scripts/check-units.sh and the unit tests)
+#   bench: (--bench) curl and Python requests, the peers bench/bench.py measures Ferry against
 # Safe to run repeatedly; installs only what is missing. Uses sudo when not root.
 set -euo pipefail
 
 want_test=false
 [[ "${1:-}" == "--test" ]] && want_test=true
+want_bench=false
+[[ "${1:-}" == "--bench" ]] && want_bench=true
 
 sudo=""
 if [[ $(id -u) -ne 0 ]]; then sudo="sudo"; fi
@@ -27,6 +30,10 @@ if $want_test; then
     command -v python3 >/dev/null 2>&1 || packages+=(python3 python3-pip)
     command -v systemd-analyze >/dev/null 2>&1 || packages+=(systemd)      # scripts/check-units.sh
 fi
+if $want_bench; then
+    command -v curl >/dev/null 2>&1 || packages+=(curl)
+    command -v python3 >/dev/null 2>&1 || packages+=(python3 python3-pip)
+fi
 if (( ${#packages[@]} )); then
     echo "install-deps: installing ${packages[*]}"
     $sudo apt-get update -qq
@@ -38,5 +45,13 @@ if $want_test; then
         echo "install-deps: installing werkzeug and python-multipart (pip)"
         python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore werkzeug python-multipart \
             || python3 -m pip install --quiet --user werkzeug python-multipart
+    fi
+fi
+
+if $want_bench; then
+    if ! python3 -c 'import requests' 2>/dev/null; then
+        echo "install-deps: installing requests (pip), the Python peer of bench/bench.py"
+        python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore requests \
+            || python3 -m pip install --quiet --user requests
     fi
 fi

@@ -56,9 +56,24 @@ public final class SpoolWatcher: Sendable {
     /// Callers of ``sync()`` waiting for the loop to reach their marker.
     private let syncWaiters = Mutex(SyncWaiters())
     private let settling = Atomic<Int>(0)
+    /// Events read from inotify and not yet handled. The reader appends to it and wakes the loop
+    /// (one `.events` input per batch, not per read), the loop takes everything at once: a burst of
+    /// renames is queued in a few large transactions instead of one per read, and the loop does not
+    /// fall behind (which costs a full rescan). Bounded by ``maxPendingEvents``.
+    private let pendingEvents = Mutex(PendingEvents())
+
+    struct PendingEvents {
+        var events: [InotifyEvent] = []
+        /// An `.events` input is in the stream (or being handled) for what is here.
+        var signalled = false
+    }
+
+    /// The most events held for the loop; beyond it they are dropped and replaced by a full rescan.
+    static let maxPendingEvents = 16_384
 
     enum Input: Sendable {
-        case events([InotifyEvent])
+        /// Events are waiting in ``pendingEvents``.
+        case events
         case tick
         case rescan
         /// A ``sync()`` marker: every event queued before it has been handled.
@@ -84,8 +99,9 @@ public final class SpoolWatcher: Sendable {
         var logger = logger
         logger[metadataKey: "spool"] = .string(settings.name)
         self.logger = logger
-        // Bounded: a burst of events waits here (each element holds one read of the inotify queue);
-        // beyond that, events are dropped and replaced by a full rescan, as after an inotify overflow.
+        // Bounded: wake-ups, ticks and sync markers wait here (events themselves wait in
+        // `pendingEvents`); beyond that, inputs are dropped and replaced by a full rescan, as after an
+        // inotify overflow.
         (inputs, continuation) = AsyncStream.makeStream(of: Input.self, bufferingPolicy: .bufferingOldest(64))
     }
 
@@ -129,7 +145,25 @@ public final class SpoolWatcher: Sendable {
     }
 
     private func post(_ events: [InotifyEvent]) {
-        if case .dropped = continuation.yield(.events(events)) { droppedEvents.set() }
+        let wake = pendingEvents.withLock { pending -> Bool in
+            if pending.events.count + events.count > Self.maxPendingEvents {
+                droppedEvents.set()
+            } else {
+                pending.events.append(contentsOf: events)
+            }
+            defer { pending.signalled = true }
+            return !pending.signalled
+        }
+        if wake, case .dropped = continuation.yield(.events) { droppedEvents.set() }
+    }
+
+    /// Takes every event waiting for the loop.
+    private func takePendingEvents() -> [InotifyEvent] {
+        pendingEvents.withLock { pending in
+            pending.signalled = false
+            defer { pending.events = [] }
+            return pending.events
+        }
     }
 
     private func answerSync(_ tokens: [UInt64]?, settling count: Int) {
@@ -185,9 +219,13 @@ public final class SpoolWatcher: Sendable {
                 await state.fullScan(deliver: deliver)
                 answerSync(waiting, settling: state.pending.count)
             }
+            // Every input first handles the events read so far (so a sync marker is answered only
+            // after the events posted before it, and a dropped wake-up delays none for long).
+            let events = takePendingEvents()
+            if !events.isEmpty { await state.handle(events, deliver: deliver) }
             switch input {
-            case .events(let events):
-                await state.handle(events, deliver: deliver)
+            case .events:
+                break
             case .tick:
                 if retryRescan.takeIfSet() { state.nextRescan = min(state.nextRescan, .now + Self.retryRescanDelay) }
                 await state.tick(deliver: deliver)
@@ -415,6 +453,10 @@ struct WatchState {
                 warnSkipped(path, status.kind)
             case .directory:
                 break
+            }
+            if batch.count >= SpoolWatcher.batchSize {
+                await deliver(batch)
+                batch.removeAll(keepingCapacity: true)
             }
         }
         if !batch.isEmpty { await deliver(batch) }

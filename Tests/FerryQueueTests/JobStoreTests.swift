@@ -247,4 +247,51 @@ struct JobStoreTests {
         #expect(plans[0].contains("job_waiting_age"), "\(plans)")
         #expect(plans[1].contains("job_done_by_spool"), "\(plans)")
     }
+
+    @Test("Group commit: concurrent writes commit together; one that throws is rolled back alone and only its caller sees the error")
+    func groupCommit() async throws {
+        let queue = try TestQueue()
+        struct Refused: Error {}
+        let store = queue.store
+        let results = await withTaskGroup(of: (Int, Bool).self) { group in
+            for index in 0..<200 {
+                group.addTask {
+                    do {
+                        try await store.write { db in
+                            try db.execute(sql: "INSERT INTO paused_spool (spool, paused_at) VALUES (?, 0)", arguments: ["s\(index)"])
+                            if index % 7 == 0 { throw Refused() }  // after its insert: the savepoint must undo it
+                        }
+                        return (index, true)
+                    } catch {
+                        return (index, false)
+                    }
+                }
+            }
+            var results: [Int: Bool] = [:]
+            for await (index, ok) in group { results[index] = ok }
+            return results
+        }
+        #expect(results.count == 200)
+        #expect(results.allSatisfy { $0.value == ($0.key % 7 != 0) })
+        // What each caller was told is what is on disk, read through a separate connection.
+        let reader = try DatabaseQueue(path: queue.path)
+        defer { try? reader.close() }
+        let stored = try await reader.read { try String.fetchSet($0, sql: "SELECT spool FROM paused_spool") }
+        #expect(stored == Set((0..<200).filter { $0 % 7 != 0 }.map { "s\($0)" }))
+    }
+
+    @Test("The scheduler's queries use the job_due index, and counting uses a covering index")
+    func schedulerQueryPlans() async throws {
+        let queue = try TestQueue()
+        _ = try await queue.store.enqueue((1...50).map { file("f\($0)", inode: UInt64($0)) }, now: Date(), makeBoundary: boundary)
+        #expect(try await queue.store.claimDue(now: Date(), limit: 3, excludingSpools: ["x"]).count == 3)
+        #expect(try await queue.store.nextDueDate(excludingSpools: ["x"]) != nil)
+        let reader = try DatabaseQueue(path: queue.path)
+        defer { try? reader.close() }
+        let plan = try await reader.read { db in
+            try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN SELECT spool, state, COUNT(*) AS n FROM job GROUP BY state, spool")
+                .map { $0["detail"] as String? ?? "" }.joined(separator: "; ")
+        }
+        #expect(plan.contains("COVERING INDEX job_by_state_spool"), "\(plan)")
+    }
 }
