@@ -39,19 +39,16 @@ func rawContents(_ path: [UInt8]) -> [UInt8]? {
 }
 
 /// A copy of the built `ferryd` that any user may run (the build directory may be private).
-func ferrydCopy(in directory: TemporaryDirectory) throws -> String {
+func ferrydCopy(in directory: TemporaryDirectory) async throws -> String {
     let copy = directory.url("ferryd-copy")
-    if !fileExists(copy) {
-        try FileManager.default.copyItem(atPath: try BuiltProducts.path("ferryd"), toPath: copy)
-        chmod(copy, 0o755)
-    }
+    if !fileExists(copy) { try await copyBuiltExecutable("ferryd", to: copy) }
     return copy
 }
 
 /// Starts the harness's ferryd as `nobody` (through setpriv) after handing it the whole test
 /// directory, and waits until it is ready. The caller stops it with ``stopChild(_:)``.
 func startFerrydAsNobody(_ harness: DaemonHarness) async throws -> ChildProcess {
-    let ferryd = try ferrydCopy(in: harness.directory)
+    let ferryd = try await ferrydCopy(in: harness.directory)
     chmod(harness.directory.path, 0o755)
     let chown = try ChildProcess(executable: "/bin/chown", arguments: ["-R", "nobody:nogroup", harness.directory.path],
                                  logPath: harness.directory.url("chown.log"))
@@ -373,7 +370,7 @@ struct BadInputTests {
 
         // Root can read anything: ferryd's own user (here nobody) cannot read a root-only secret.
         guard getuid() == 0 else { return }
-        let ferryd = try ferrydCopy(in: directory)
+        let ferryd = try await ferrydCopy(in: directory)
         // The same through `${credential:token}`, with $CREDENTIALS_DIRECTORY pointing at the secret's directory.
         let credential = try write("credential.toml", ["[spool.headers]", "Authorization = \"Bearer ${credential:token}\""])
         for (config, arguments) in [(unreadable, ["check-config"]), (unreadable, []), (credential, ["check-config"])] {

@@ -218,8 +218,7 @@ struct FerryctlTests {
                 try await harness.start()
                 // The build directory may not be reachable by nobody (a private temp clone): use a copy.
                 let ferryctl = harness.directory.url("ferryctl")
-                try FileManager.default.copyItem(atPath: try BuiltProducts.path("ferryctl"), toPath: ferryctl)
-                chmod(ferryctl, 0o755)
+                try await copyBuiltExecutable("ferryctl", to: ferryctl)
                 var st = stat()
                 #expect(stat(harness.controlSocket, &st) == 0)
                 #expect(st.st_mode & 0o777 == (readOnly ? 0o666 : 0o660))

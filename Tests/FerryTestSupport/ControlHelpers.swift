@@ -155,3 +155,18 @@ public func runToCompletion(
     let signal = status & 0x7F
     return signal == 0 ? (status >> 8) & 0xFF : 128 + signal
 }
+
+/// Copies the built executable `name` to `destination`, mode 0755, so that any user may run it (the
+/// build directory may be private). The copy is made by `cp` in a process of its own: were this
+/// (multi-threaded) test process to hold the copy open for writing, a child forked meanwhile by
+/// another test could inherit that descriptor and make exec'ing the copy fail with "Text file busy".
+public func copyBuiltExecutable(_ name: String, to destination: String) async throws {
+    let logs = try TemporaryDirectory("copy-executable")
+    let status = try await runToCompletion(
+        ["/bin/cp", try BuiltProducts.path(name), destination], environment: ProcessInfo.processInfo.environment,
+        stdoutPath: logs.url("out"), stderrPath: logs.url("err"), timeout: .seconds(60))
+    guard status == 0 else {
+        throw TestFailure("cp \(name) \(destination) failed: \((try? String(contentsOfFile: logs.url("err"), encoding: .utf8)) ?? "")")
+    }
+    chmod(destination, 0o755)
+}
