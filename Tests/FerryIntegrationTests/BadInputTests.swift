@@ -220,7 +220,7 @@ struct BadInputTests {
                 let spool = harness.spoolPath()
                 // Written by root with mode 0600 and renamed in: nobody may rename it but not read it.
                 let secret = harness.directory.url("private.txt")
-                FileManager.default.createFile(atPath: secret, contents: Data("root only".utf8), attributes: [.posixPermissions: 0o600])
+                #expect(FileManager.default.createFile(atPath: secret, contents: Data("root only".utf8), attributes: [.posixPermissions: 0o600]))
                 #expect(rename(secret, spool + "/private.txt") == 0)
                 try dropFile(Array("public".utf8), at: spool + "/public.txt")
                 chown(spool + "/public.txt", 65534, 65534)
@@ -315,7 +315,7 @@ struct BadInputTests {
             for offset in stride(from: 4096, to: bytes.count, by: 4096) {
                 for index in offset..<min(offset + 512, bytes.count) { bytes[index] = UInt8(truncatingIfNeeded: index &* 31) }
             }
-            FileManager.default.createFile(atPath: database, contents: Data(bytes))
+            _ = FileManager.default.createFile(atPath: database, contents: Data(bytes))
             let second = try ChildProcess(executable: try BuiltProducts.path("ferryd"), arguments: ["--config", harness.configPath],
                                           logPath: harness.directory.url("second.log"))
             let status = try await second.waitForExit()
@@ -331,7 +331,7 @@ struct BadInputTests {
         let directory = try TemporaryDirectory()
         chmod(directory.path, 0o755)
         let secret = directory.url("token")
-        FileManager.default.createFile(atPath: secret, contents: Data("TOPSECRET-credential\n".utf8), attributes: [.posixPermissions: 0o600])
+        _ = FileManager.default.createFile(atPath: secret, contents: Data("TOPSECRET-credential\n".utf8), attributes: [.posixPermissions: 0o600])
         func write(_ name: String, _ lines: [String]) throws -> String {
             let path = directory.url(name)
             try (["[[spool]]", "name = \"media\"", "directory = \"\(directory.path)/spool\"", "url = \"https://example.org/upload\""] + lines)
