@@ -88,6 +88,7 @@ let package = Package(
             name: "FerryTransport",
             dependencies: [
                 "FerrySystem",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOCore", package: "swift-nio"),

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what building (and, with --test, testing) Ferry needs on a Debian/Ubuntu machine:
 #   build: the SQLite headers GRDB links against (libsqlite3-dev), pkg-config
-#   test:  Werkzeug and python-multipart (independent multipart parsers the tests upload to), curl,
+#   test:  Werkzeug and python-multipart (independent multipart parsers the tests upload to),
+#          tuspyserver 4.4.3 and uvicorn (the real tus server of Tests/Servers/tus_server.py), curl,
 #          openssl (makes a test CA for the TLS tests), systemd (systemd-analyze, systemd-sysusers,
 #          systemd-tmpfiles, systemd-socket-activate for scripts/check-units.sh and the unit tests)
 #   bench: (--bench) curl and Python requests, the peers bench/bench.py measures Ferry against
@@ -45,6 +46,14 @@ if $want_test; then
         echo "install-deps: installing werkzeug and python-multipart (pip)"
         python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore werkzeug python-multipart \
             || python3 -m pip install --quiet --user werkzeug python-multipart
+    fi
+    # Pinned: Tests/Servers/tus_server.py documents (and its self test checks) this version's behaviour.
+    # The last fallback is for a distribution's python3 that refuses pip (externally-managed-environment).
+    if ! python3 -c 'import importlib.metadata as m, uvicorn; assert m.version("tuspyserver") == "4.4.3"' 2>/dev/null; then
+        echo "install-deps: installing tuspyserver 4.4.3 and uvicorn (pip)"
+        python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore tuspyserver==4.4.3 uvicorn \
+            || python3 -m pip install --quiet --user tuspyserver==4.4.3 uvicorn \
+            || python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --break-system-packages tuspyserver==4.4.3 uvicorn
     fi
 fi
 

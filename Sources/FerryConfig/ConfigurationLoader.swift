@@ -158,7 +158,7 @@ final class LoadContext {
         "metrics_listen",
     ]
     static let spoolKeys: Set<String> = [
-        "name", "directory", "recursive", "url", "method", "file_field", "file_content_type", "settle",
+        "name", "directory", "recursive", "url", "protocol", "method", "chunk_size", "file_field", "file_content_type", "settle",
         "after_upload", "sent_directory", "failed_directory", "fields", "headers", "retry", "ca_file",
         "connect_timeout", "no_progress_timeout",
     ]
@@ -233,16 +233,46 @@ final class LoadContext {
         }
         let directory = reader.path("directory", required: true)
         let recursive = reader.bool("recursive") ?? false
+        var uploadProtocol = UploadProtocol.multipart
+        if let text = reader.string("protocol") {
+            if let value = UploadProtocol(rawValue: text.lowercased()) {
+                uploadProtocol = value
+            } else {
+                report(reader.path.appending("protocol"), "protocol must be \"multipart\", \"put\" or \"tus\", not \"\(text)\"")
+            }
+        }
         var url: ValueTemplate?
         if let text = reader.string("url", required: true) {
-            url = reader.template(text, key: "url", allowPlaceholders: false)
+            // Only a raw PUT names the file in its URL (WebDAV, object stores): {filename}, {relative_path}.
+            url = reader.template(text, key: "url", allowPlaceholders: uploadProtocol == .put)
             if let url { checkURL(url, at: reader.path.appending("url")) }
+            if let url, url.placeholders.contains(.sha256) {
+                report(reader.path.appending("url"), "{sha256} cannot be used in a URL (it would mean reading the whole file before sending it); use {filename}, {relative_path}, {size}, {mtime} or {id}")
+            }
         }
-        var method = "POST"
+        var method = uploadProtocol == .put ? "PUT" : "POST"
         if let text = reader.string("method") {
             method = text.uppercased()
-            if method != "POST" && method != "PUT" {
+            if uploadProtocol == .tus {
+                report(reader.path.appending("method"), "method does not apply to protocol \"tus\" (it creates uploads with POST and sends them with PATCH); remove it")
+            } else if method != "POST" && method != "PUT" {
                 report(reader.path.appending("method"), "method must be \"POST\" or \"PUT\", not \"\(text)\"")
+            }
+        }
+        var chunkSize: Int64?
+        if reader.table["chunk_size"] != nil {
+            if uploadProtocol != .tus {
+                report(reader.path.appending("chunk_size"), "chunk_size applies only to protocol \"tus\"")
+            } else {
+                chunkSize = reader.size("chunk_size", minimum: 64 * 1024)
+            }
+        }
+        if uploadProtocol != .multipart {
+            for key in ["file_field"] where reader.table[key] != nil {
+                report(reader.path.appending(key), "\(key) applies only to protocol \"multipart\" (this spool uses \"\(uploadProtocol.rawValue)\")")
+            }
+            if uploadProtocol == .put, reader.table["fields"] != nil {
+                report(reader.path.appending("fields"), "fields are not sent by protocol \"put\" (the body is the file alone); use headers, or protocol \"multipart\" or \"tus\" (tus sends them as Upload-Metadata)")
             }
         }
         let fileField = reader.string("file_field") ?? "file"
@@ -271,8 +301,15 @@ final class LoadContext {
                 guard let text = scalarText(table[key], at: keyPath) else { continue }
                 guard checkHeaderText(key, what: "the field name", at: keyPath, allowEmpty: false),
                       checkHeaderText(text, what: "the value", at: keyPath, allowEmpty: true) else { continue }
-                if key == fileField {
+                if key == fileField && uploadProtocol == .multipart {
                     report(keyPath, "field \"\(key)\" has the same name as file_field")
+                }
+                if uploadProtocol == .tus {
+                    if key.isEmpty || !key.unicodeScalars.allSatisfy({ $0.isASCII && $0.value > 0x20 && $0.value < 0x7F && $0 != "," }) {
+                        report(keyPath, "\"\(key)\" cannot be a tus Upload-Metadata key (use ASCII without spaces or commas)")
+                    } else if key == "filename" || key == "filetype" {
+                        report(keyPath, "\"\(key)\" is sent by Ferry itself in Upload-Metadata (the file's name and type)")
+                    }
                 }
                 if case .success(let template) = parseTemplate(text, at: keyPath, allowPlaceholders: true),
                    !template.containsSecret || checkHeaderText(template.text, what: "the value (after resolving secrets)", at: keyPath, allowEmpty: true) {
@@ -319,8 +356,8 @@ final class LoadContext {
 
         guard issues.count == issuesBefore, let name, let directory, let url else { return nil }
         return SpoolConfiguration(
-            name: name, directory: directory, recursive: recursive, url: url, method: method,
-            fileField: fileField, fileContentType: fileContentType, settle: settle, afterUpload: afterUpload,
+            name: name, directory: directory, recursive: recursive, url: url, uploadProtocol: uploadProtocol,
+            method: method, chunkSize: chunkSize, fileField: fileField, fileContentType: fileContentType, settle: settle, afterUpload: afterUpload,
             sentDirectory: sentDirectory, failedDirectory: failedDirectory, fields: fields, headers: headers,
             retry: retry, caFile: caFile, connectTimeout: connectTimeout, noProgressTimeout: noProgressTimeout)
     }
@@ -549,6 +586,46 @@ struct TableReader {
             return nil
         }
         return duration
+    }
+
+    /// A byte count: an integer, or a string such as `"512KiB"`, `"8MiB"`, `"1GiB"` (also KB, MB, GB
+    /// as powers of 1000).
+    func size(_ key: String, minimum: Int64) -> Int64? {
+        let raw = table[key]
+        var bytes: Int64?
+        if let number = raw?.int {
+            bytes = Int64(number)
+        } else if let text = raw?.string {
+            bytes = Self.parseSize(text)
+            if bytes == nil {
+                context.report(path.appending(key), "expected a size such as \"512KiB\", \"8MiB\" or \"1GiB\" (or a number of bytes), got \"\(text)\"")
+                return nil
+            }
+        } else if let raw {
+            context.report(path.appending(key), "expected a size such as \"8MiB\" or a number of bytes, got \(LoadContext.article(raw.type))")
+            return nil
+        }
+        guard let bytes else { return nil }
+        guard bytes >= minimum else {
+            context.report(path.appending(key), "\(bytes) bytes is too small; the least is \(minimum) bytes (\(minimum / 1024) KiB)")
+            return nil
+        }
+        return bytes
+    }
+
+    /// `"8MiB"` → 8388608; `nil` when it is not a size.
+    static func parseSize(_ text: String) -> Int64? {
+        let trimmed = text.trimmingCharacters(in: .whitespaces)
+        let digits = trimmed.prefix { $0.isASCII && $0.isNumber }
+        guard !digits.isEmpty, let number = Int64(digits) else { return nil }
+        let unit = trimmed.dropFirst(digits.count).trimmingCharacters(in: .whitespaces).lowercased()
+        let multipliers: [String: Int64] = [
+            "": 1, "b": 1, "k": 1024, "kib": 1024, "m": 1 << 20, "mib": 1 << 20, "g": 1 << 30, "gib": 1 << 30,
+            "kb": 1000, "mb": 1_000_000, "gb": 1_000_000_000,
+        ]
+        guard let multiplier = multipliers[unit] else { return nil }
+        let (product, overflow) = number.multipliedReportingOverflow(by: multiplier)
+        return overflow ? nil : product
     }
 
     /// A filesystem path, made absolute against the configuration file's directory.

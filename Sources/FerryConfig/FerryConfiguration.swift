@@ -161,8 +161,13 @@ public struct SpoolConfiguration: Sendable, Equatable {
     public var recursive: Bool
     /// The endpoint; may contain secrets, so it is logged only without its query.
     public var url: ValueTemplate
-    /// `POST` or `PUT`.
+    /// How a file travels: a `multipart/form-data` form, the raw bytes, or tus resumable uploads.
+    public var uploadProtocol: UploadProtocol
+    /// `POST` or `PUT` (multipart and put; tus chooses its own methods).
     public var method: String
+    /// tus only: the most bytes sent in one `PATCH`; `nil` (the default) sends the whole remainder
+    /// in one request. Set it for servers behind a proxy that limits request bodies.
+    public var chunkSize: Int64?
     /// The form field name of the file part.
     public var fileField: String
     /// Overrides the file part's `Content-Type`, which is otherwise chosen by extension.
@@ -189,8 +194,8 @@ public struct SpoolConfiguration: Sendable, Equatable {
     public var noProgressTimeout: Duration
 
     public init(
-        name: String, directory: String, recursive: Bool = false, url: ValueTemplate, method: String = "POST",
-        fileField: String = "file", fileContentType: String? = nil, settle: Duration = .seconds(2),
+        name: String, directory: String, recursive: Bool = false, url: ValueTemplate,
+        uploadProtocol: UploadProtocol = .multipart, method: String = "POST", chunkSize: Int64? = nil, fileField: String = "file", fileContentType: String? = nil, settle: Duration = .seconds(2),
         afterUpload: AfterUpload = .delete, sentDirectory: String? = nil, failedDirectory: String? = nil,
         fields: [NamedValue] = [], headers: [NamedValue] = [], retry: RetryPolicy = RetryPolicy(),
         caFile: String? = nil, connectTimeout: Duration = .seconds(10), noProgressTimeout: Duration = .seconds(60)
@@ -199,7 +204,9 @@ public struct SpoolConfiguration: Sendable, Equatable {
         self.directory = directory
         self.recursive = recursive
         self.url = url
+        self.uploadProtocol = uploadProtocol
         self.method = method
+        self.chunkSize = chunkSize
         self.fileField = fileField
         self.fileContentType = fileContentType
         self.settle = settle
@@ -213,6 +220,20 @@ public struct SpoolConfiguration: Sendable, Equatable {
         self.connectTimeout = connectTimeout
         self.noProgressTimeout = noProgressTimeout
     }
+}
+
+/// How a spool's files are sent (`protocol`).
+public enum UploadProtocol: String, Sendable, CaseIterable {
+    /// An RFC 7578 `multipart/form-data` form: the configured fields, then the file (the default).
+    /// The body is a snapshot of the file in the state directory, so the file may change meanwhile.
+    case multipart
+    /// The file's bytes as the whole request body (`PUT` by default, or `POST`), `Content-Type` by
+    /// extension: WebDAV, pre-signed object-store URLs, simple ingest endpoints. Sent from the
+    /// file itself; the URL may name it with `{filename}` or `{relative_path}`.
+    case put
+    /// tus 1.0 resumable uploads (tus.io): the upload URL and the offset the server confirmed are
+    /// kept in the queue, so a failure or a restart resumes where the server's bytes end.
+    case tus
 }
 
 /// A configured name and value: a form field or a header.

@@ -149,17 +149,23 @@ public struct JobSummary: Sendable, Codable, Hashable {
     public var finishedAt: Date?
     public var lastError: String?
     public var responseStatus: Int?
+    /// tus: the bytes the server has confirmed it holds; absent for other protocols and before the
+    /// upload exists.
+    public var confirmedBytes: Int64?
 
     enum CodingKeys: String, CodingKey {
         case id, spool, file, size, state, attempts
         case createdAt = "created_at", updatedAt = "updated_at", nextAttemptAt = "next_attempt_at",
-             finishedAt = "finished_at", lastError = "last_error", responseStatus = "response_status"
+             finishedAt = "finished_at", lastError = "last_error", responseStatus = "response_status",
+             confirmedBytes = "confirmed_bytes"
     }
 
     public init(
         id: String, spool: String, file: String, size: Int64, state: JobStateName, attempts: Int, createdAt: Date,
-        updatedAt: Date, nextAttemptAt: Date?, finishedAt: Date?, lastError: String?, responseStatus: Int?
+        updatedAt: Date, nextAttemptAt: Date?, finishedAt: Date?, lastError: String?, responseStatus: Int?,
+        confirmedBytes: Int64? = nil
     ) {
+        self.confirmedBytes = confirmedBytes
         self.id = id
         self.spool = spool
         self.file = file
@@ -292,15 +298,19 @@ public struct UploadProgress: Sendable, Codable, Hashable {
     public var startedAt: Date
     /// The attempt's number (1 for the first).
     public var attempt: Int
+    /// tus: the bytes the server has confirmed it holds (a resumed upload continues from here).
+    /// Absent for multipart and put, whose bytes count only once the server answers.
+    public var confirmedBytes: Int64?
 
     enum CodingKeys: String, CodingKey {
         case job, spool, file, phase, attempt
         case bytesSent = "bytes_sent", bytesTotal = "bytes_total", bytesPerSecond = "bytes_per_second",
-             startedAt = "started_at"
+             startedAt = "started_at", confirmedBytes = "confirmed_bytes"
     }
 
     public init(job: String, spool: String, file: String, phase: String, bytesSent: Int64, bytesTotal: Int64,
-                bytesPerSecond: Double, startedAt: Date, attempt: Int) {
+                bytesPerSecond: Double, startedAt: Date, attempt: Int, confirmedBytes: Int64? = nil) {
+        self.confirmedBytes = confirmedBytes
         self.job = job
         self.spool = spool
         self.file = file

@@ -17,6 +17,8 @@ struct BuiltBody: Sendable {
     var contentType: String
     /// The version of the source the body was copied from.
     var identity: FileIdentity
+    /// Set when the body is the spool file itself (put, tus), held open until the transfer ends.
+    var source: SourceFile? = nil
 }
 
 /// Turns a job into its `multipart/form-data` body file under `state_directory/bodies` (mode 0600):
@@ -37,17 +39,7 @@ struct BodyBuilder: Sendable {
             let needsDigest = spool.fields.contains { $0.value.placeholders.contains(.sha256) }
             let digest = needsDigest ? try Self.sha256(of: source, length: status.size, path: job.displayPath, isCancelled: isCancelled) : ""
             for field in spool.fields {
-                let value = field.value.render { placeholder in
-                    switch placeholder {
-                    case .filename: filename
-                    case .size: String(status.size)
-                    case .mtime: Self.rfc3339(nanoseconds: status.modificationTime)
-                    case .sha256: digest
-                    case .relativePath: job.displayPath
-                    case .id: job.id.rawValue
-                    }
-                }
-                parts.append(.field(name: field.name, value: value))
+                parts.append(.field(name: field.name, value: Self.render(field.value, job: job, status: status, digest: { digest })))
             }
         }
         parts.append(.file(
@@ -60,6 +52,22 @@ struct BodyBuilder: Sendable {
         let written = try body.writeFile(at: FilePath(path), isCancelled: isCancelled)
         precondition(written == body.contentLength, "multipart body length mismatch")
         return BuiltBody(path: path, contentLength: body.contentLength, contentType: body.contentType, identity: identity)
+    }
+
+    /// A field's value for one file, placeholders filled in. `digest` is asked only if `{sha256}` is used.
+    static func render(_ template: ValueTemplate, job: Job, status: FileStatus, digest: () -> String) -> String {
+        let needsDigest = template.placeholders.contains(.sha256)
+        let sha256 = needsDigest ? digest() : ""
+        return template.render { placeholder in
+            switch placeholder {
+            case .filename: job.baseName
+            case .size: String(status.size)
+            case .mtime: rfc3339(nanoseconds: status.modificationTime)
+            case .sha256: sha256
+            case .relativePath: job.displayPath
+            case .id: job.id.rawValue
+            }
+        }
     }
 
     /// Removes a job's body file, if there is one.

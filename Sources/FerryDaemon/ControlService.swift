@@ -263,6 +263,6 @@ extension Job {
             id: id.rawValue, spool: spool, file: displayPath, size: identity.size,
             state: JobStateName(rawValue: state.rawValue) ?? .queued, attempts: attempts, createdAt: createdAt,
             updatedAt: updatedAt, nextAttemptAt: nextAttemptAt, finishedAt: finishedAt, lastError: lastError,
-            responseStatus: responseStatus)
+            responseStatus: responseStatus, confirmedBytes: upload?.offset)
     }
 }

@@ -28,6 +28,8 @@ struct SpoolRuntime: Sendable {
     let configuration: SpoolConfiguration
     let files: SpoolFiles
     let uploader: Uploader
+    /// Speaks tus on the uploader's connections (protocol "tus").
+    let tus: TusClient
     let backoff: Backoff
     /// The endpoint with secrets resolved (never logged).
     let url: String
@@ -38,6 +40,7 @@ struct SpoolRuntime: Sendable {
         self.configuration = configuration
         files = SpoolFiles(directory: configuration.directory)
         self.uploader = uploader
+        tus = TusClient(uploader: uploader)
         backoff = Backoff(initialDelay: configuration.retry.initialDelay, maxDelay: configuration.retry.maxDelay)
         var headers = configuration.headers.map { (name: $0.name, value: $0.value.text) }
         // `https://user:password@host/…` means HTTP Basic authentication, as it does to curl.
@@ -54,6 +57,49 @@ struct SpoolRuntime: Sendable {
         }
         self.url = url
         self.headers = headers
+    }
+
+    /// The URL for one job: the endpoint, or for a raw PUT whose URL names the file
+    /// (`{filename}`, `{relative_path}`, …) the endpoint with those filled in, percent-encoded.
+    func url(for job: Job) -> String {
+        guard configuration.uploadProtocol == .put, !configuration.url.placeholders.isEmpty else { return url }
+        let rendered = configuration.url.render { placeholder in
+            switch placeholder {
+            case .filename: Self.percentEncoded(Array(job.relativePath.split(separator: UInt8(ascii: "/")).last ?? []))
+            case .relativePath: Self.percentEncoded(job.relativePath, keepingSlashes: true)
+            case .size: String(job.identity.size)
+            case .mtime: Self.percentEncoded(Array(BodyBuilder.rfc3339(nanoseconds: job.identity.modificationTime).utf8))
+            case .id: job.id.rawValue
+            case .sha256: ""  // refused by the configuration loader
+            }
+        }
+        guard var components = URLComponents(string: rendered), components.percentEncodedUser != nil else { return rendered }
+        components.percentEncodedUser = nil
+        components.percentEncodedPassword = nil
+        return components.string ?? rendered
+    }
+
+    /// RFC 3986 percent-encoding of everything but unreserved characters (and `/` if asked).
+    static func percentEncoded(_ bytes: [UInt8], keepingSlashes: Bool = false) -> String {
+        var text = ""
+        for byte in bytes {
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                 UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
+                text.unicodeScalars.append(Unicode.Scalar(byte))
+            case UInt8(ascii: "/") where keepingSlashes:
+                text += "/"
+            default:
+                text += "%" + String(byte, radix: 16, uppercase: true).leftPadded(to: 2)
+            }
+        }
+        return text
+    }
+}
+
+extension String {
+    fileprivate func leftPadded(to width: Int) -> String {
+        count >= width ? self : String(repeating: "0", count: width - count) + self
     }
 }
 
@@ -152,6 +198,7 @@ final class JobPipeline: Sendable {
                                                      transition: .cancelled(reason: reason))
             log.notice("upload stopped: the job is cancelled", metadata: ["reason": "\(reason)"])
             await disposer.dispose(cancelled, spool: spool.configuration, files: spool.files)
+            await terminateUpload(of: job, spool: spool, log: log)
         case nil:
             try await records.finish(job, startedAt: startedAt, now: Date(), bytesSent: bytesSent,
                                      transition: .interrupted(at: Date(), reason: "interrupted by shutdown"))
@@ -160,6 +207,7 @@ final class JobPipeline: Sendable {
     }
 
     private func run(_ job: Job, log: Logger) async throws {
+        var job = job
         let startedAt = Date()
         guard let spool = spools[job.spool] else {
             try await records.finish(job, startedAt: startedAt, now: Date(), bytesSent: 0, transition: .interrupted(
@@ -168,11 +216,11 @@ final class JobPipeline: Sendable {
             return
         }
 
-        // 1. Spool → body.
+        // 1. Spool → body: a multipart snapshot in the state directory, or (put, tus) the file itself.
         let body: BuiltBody
         let prepared: PreparedBody
         do {
-            prepared = try await io.run { flag in self.prepareBody(job, spool: spool, isCancelled: { flag.isCancelled }) }
+            prepared = try await io.run { [job] flag in self.prepareBody(job, spool: spool, isCancelled: { flag.isCancelled }) }
         } catch {
             prepared = .interrupted
         }
@@ -184,25 +232,16 @@ final class JobPipeline: Sendable {
         switch prepared {
         case .ready(let built):
             body = built
-            log.debug("body built", metadata: [
-                "bytes": "\(built.contentLength)", "duration_ms": "\(Int(Date().timeIntervalSince(startedAt) * 1000))",
-            ])
+            if built.source == nil {
+                log.debug("body built", metadata: [
+                    "bytes": "\(built.contentLength)", "duration_ms": "\(Int(Date().timeIntervalSince(startedAt) * 1000))",
+                ])
+            }
         case .interrupted:
             try await stopped(job, spool: spool, startedAt: startedAt, bytesSent: 0, log: log)
             return
         case .changed(let identity):
-            let deadline = job.ageStart.addingTimeInterval(spool.configuration.retry.maxAge.seconds)
-            if Date() >= deadline {
-                try await giveUpOn(job, spool: spool, reason: "gave up: the file kept changing for max_age (\(DurationParser.format(spool.configuration.retry.maxAge)))", log: log)
-                return
-            }
-            // Written again since it was queued. The new content is a new upload, under a new job and
-            // so a new Idempotency-Key, once it has settled.
-            let successor = try await records.supersede(
-                job, by: identity, now: Date(), notBefore: Date().addingTimeInterval(spool.configuration.settle.seconds),
-                boundary: MultipartBoundary.random().value)
-            log.info("the file changed before it was delivered; its new version is a new job", metadata: ["new_job": "\(successor.id)"])
-            bodies.remove(for: job)
+            try await changed(job, to: identity, spool: spool, log: log)
             return
         case .gone(let reason):
             let failed = try await records.fail(job, now: Date(), error: reason)
@@ -227,26 +266,35 @@ final class JobPipeline: Sendable {
             ])
             return
         }
+        defer { body.source?.descriptor.close() }
 
         // 2. Transport.
-        let request = UploadRequest(
-            url: spool.url, method: spool.configuration.method, headers: spool.headers, bodyPath: body.path,
-            contentLength: body.contentLength, contentType: body.contentType, idempotencyKey: job.id.rawValue)
-        activity.sending(job, total: body.contentLength)
-        let result = await spool.uploader.send(request, logger: log, progress: { [activity] sent in activity.progressed(job, sent: sent) })
+        let delivery: Delivery
+        let confirmedBefore = job.upload?.offset ?? 0
+        if spool.configuration.uploadProtocol == .tus, let source = body.source {
+            (delivery, job.upload) = try await sendTus(job, from: source, spool: spool, log: log)
+        } else {
+            let request = UploadRequest(
+                url: spool.url(for: job), method: spool.configuration.method, headers: spool.headers, bodyPath: body.path,
+                contentLength: body.contentLength, contentType: body.contentType, idempotencyKey: job.id.rawValue,
+                expectedSource: body.source?.status)
+            activity.sending(job, total: body.contentLength)
+            delivery = Delivery(await spool.uploader.send(request, logger: log, progress: { [activity, job] sent in activity.progressed(job, sent: sent) }))
+        }
 
         // 3. Disposition.
-        switch result {
-        case .response(let status, let headers, let responseBody, let bytesSent):
+        switch delivery {
+        case .answered(let status, let headers, let responseBody, let bytesSent, let during):
             let contentType = headers.first { $0.name.lowercased() == "content-type" }?.value
             let retryAfter = headers.first { $0.name.lowercased() == "retry-after" }?.value
+            let answered = "server answered \(status) \(Self.reason(status))" + (during.map { " while \($0)" } ?? "")
             switch RetryRules.verdict(status: status, retryAfter: retryAfter) {
             case .success:
                 let done = try await records.finish(job, startedAt: startedAt, now: Date(), bytesSent: bytesSent,
                                                   transition: .succeeded(status: status, body: responseBody, contentType: contentType))
                 attemptEnded(job, .delivered, startedAt: startedAt, bytesSent: bytesSent)
                 log.info("uploaded", metadata: [
-                    "status": "\(status)", "bytes": "\(job.identity.size)",
+                    "status": "\(status)", "bytes": "\(job.identity.size)", "sent": "\(bytesSent)",
                     "duration_ms": "\(Int(Date().timeIntervalSince(startedAt) * 1000))", "attempt": "\(done.attempts)",
                 ])
                 forgetBody(of: job)
@@ -255,25 +303,119 @@ final class JobPipeline: Sendable {
                     await requeue(job.spool, job.relativePath)
                 }
             case .retry(let notBefore):
+                if (job.upload?.offset ?? 0) > confirmedBefore { job.attemptBase = job.attempts }
                 try await retryOrGiveUp(job, spool: spool, startedAt: startedAt, bytesSent: bytesSent,
-                                        error: "server answered \(status) \(Self.reason(status))", status: status,
+                                        error: answered, status: status,
                                         body: responseBody, contentType: contentType, notBefore: notBefore, log: log)
             case .permanent:
-                let error = "server answered \(status) \(Self.reason(status))"
+                let hint = status == 413 && spool.configuration.uploadProtocol == .tus && spool.configuration.chunkSize == nil
+                    ? " (if a proxy limits request bodies, set chunk_size)" : ""
                 let failed = try await records.finish(job, startedAt: startedAt, now: Date(), bytesSent: bytesSent, transition: .failed(
-                    error: error, status: status, body: responseBody, contentType: contentType))
+                    error: answered + hint, status: status, body: responseBody, contentType: contentType))
                 attemptEnded(job, .failed, startedAt: startedAt, bytesSent: bytesSent)
-                log.error("upload rejected; not retrying", metadata: ["status": "\(status)"])
+                log.error("upload rejected; not retrying", metadata: ["status": "\(status)"] .merging(during.map { ["during": "\($0)"] } ?? [:]) { $1 })
                 forgetBody(of: job)
                 await disposer.dispose(failed, spool: spool.configuration, files: spool.files)
             }
-        case .failed(let failure, let bytesSent):
+        case .noAnswer(let failure, _) where failure.kind == .sourceChanged:
+            // Sent from the spool itself (put, tus), and the file changed under the request.
+            let now = body.source.flatMap { try? $0.descriptor.status() }.map(FileIdentity.init)
+            try await changed(job, to: now ?? job.identity, spool: spool, log: log)
+        case .noAnswer(let failure, let bytesSent):
+            if (job.upload?.offset ?? 0) > confirmedBefore { job.attemptBase = job.attempts }
             try await retryOrGiveUp(job, spool: spool, startedAt: startedAt, bytesSent: bytesSent, error: failure.message,
                                     status: nil, body: nil, contentType: nil, notBefore: nil, log: log)
+        case .refused(let reason, let bytesSent):
+            try await giveUpOn(job, spool: spool, reason: reason, log: log, attempt: (startedAt, bytesSent, nil, nil, nil))
         case .cancelled(let bytesSent):
             try await stopped(job, spool: spool, startedAt: startedAt, bytesSent: bytesSent, log: log)
             attemptEnded(job, .interrupted, startedAt: startedAt, bytesSent: bytesSent)
         }
+    }
+
+    /// What came of the transport step, whatever the protocol.
+    enum Delivery: Sendable {
+        /// The server answered (`during`: which step of a multi-request protocol, for messages).
+        case answered(status: Int, headers: [(name: String, value: String)], body: [UInt8], bytesSent: Int64, during: String?)
+        case noAnswer(TransportFailure, bytesSent: Int64)
+        /// The file cannot be sent to this server at all.
+        case refused(String, bytesSent: Int64)
+        case cancelled(bytesSent: Int64)
+
+        init(_ result: UploadResult) {
+            switch result {
+            case .response(let status, let headers, let body, let bytesSent):
+                self = .answered(status: status, headers: headers, body: body, bytesSent: bytesSent, during: nil)
+            case .failed(let failure, let bytesSent): self = .noAnswer(failure, bytesSent: bytesSent)
+            case .cancelled(let bytesSent): self = .cancelled(bytesSent: bytesSent)
+            }
+        }
+    }
+
+    /// Sends the file with tus, from where the server's copy ends. Each new upload URL and offset is
+    /// committed to the queue before the next request; returns the outcome and the upload as it
+    /// stands at the end (to be written with the attempt).
+    private func sendTus(
+        _ job: Job, from source: SourceFile, spool: SpoolRuntime, log: Logger
+    ) async throws -> (Delivery, ResumableUpload?) {
+        let latest = Mutex(job.upload)
+        let filename = job.baseName
+        var metadata: [(key: String, value: String)] = [
+            ("filename", filename), ("filetype", spool.configuration.fileContentType ?? MediaType.forFilename(filename)),
+        ]
+        for field in spool.configuration.fields {
+            metadata.append((field.name, BodyBuilder.render(field.value, job: job, status: source.status, digest: { [source] in
+                (try? BodyBuilder.sha256(of: source.descriptor.descriptor, length: source.status.size, path: job.displayPath, isCancelled: { false })) ?? ""
+            })))
+        }
+        let transfer = TusTransfer(
+            endpoint: spool.url, headers: spool.headers, metadata: metadata, path: source.procPath, source: source.status,
+            chunkSize: spool.configuration.chunkSize,
+            state: job.upload.map { TusUploadState(url: $0.url, offset: $0.offset, expires: $0.expires) },
+            idempotencyKey: job.id.rawValue)
+        activity.sending(job, total: job.identity.size, confirmed: job.upload?.offset)
+        let outcome = try await spool.tus.send(transfer, logger: log, record: { [store, activity] state in
+            let upload = state.map { ResumableUpload(url: $0.url, offset: $0.offset, expires: $0.expires) }
+            try await store.recordUpload(job, upload, now: Date())
+            latest.withLock { $0 = upload }
+            activity.confirmed(job, upload?.offset ?? 0)
+        }, progress: { [activity] position in activity.progressed(job, sent: position) })
+        let upload = latest.withLock { $0 }
+        switch outcome {
+        case .completed(let status, let headers, let bytesSent):
+            return (.answered(status: status, headers: headers, body: [], bytesSent: bytesSent, during: nil), upload)
+        case .response(let status, let headers, let body, let bytesSent, let during):
+            return (.answered(status: status, headers: headers, body: body, bytesSent: bytesSent, during: during), upload)
+        case .failed(let failure, let bytesSent):
+            return (.noAnswer(failure, bytesSent: bytesSent), upload)
+        case .rejected(let reason, let bytesSent):
+            return (.refused(reason, bytesSent: bytesSent), upload)
+        case .cancelled(let bytesSent):
+            return (.cancelled(bytesSent: bytesSent), upload)
+        }
+    }
+
+    /// The file was written again since it was queued: the new content is a new upload, under a new
+    /// job and so a new Idempotency-Key, once it has settled (or, if it kept changing for max_age, a failure).
+    private func changed(_ job: Job, to identity: FileIdentity, spool: SpoolRuntime, log: Logger) async throws {
+        let deadline = job.ageStart.addingTimeInterval(spool.configuration.retry.maxAge.seconds)
+        if Date() >= deadline {
+            try await giveUpOn(job, spool: spool, reason: "gave up: the file kept changing for max_age (\(DurationParser.format(spool.configuration.retry.maxAge)))", log: log)
+            return
+        }
+        let successor = try await records.supersede(
+            job, by: identity, now: Date(), notBefore: Date().addingTimeInterval(spool.configuration.settle.seconds),
+            boundary: MultipartBoundary.random().value)
+        log.info("the file changed before it was delivered; its new version is a new job", metadata: ["new_job": "\(successor.id)"])
+        bodies.remove(for: job)
+        await terminateUpload(of: job, spool: spool, log: log)
+    }
+
+    /// Asks a tus server to delete the job's unfinished upload (cancelled, or superseded by a new
+    /// version of the file); best-effort.
+    func terminateUpload(of job: Job, spool: SpoolRuntime, log: Logger) async {
+        guard spool.configuration.uploadProtocol == .tus, let upload = job.upload, upload.offset < job.identity.size else { return }
+        await spool.tus.terminate(upload.url, headers: spool.headers, logger: log)
     }
 
     /// Schedules the next attempt with backoff, or fails the job when it is out of attempts or too old.
@@ -355,8 +497,10 @@ final class JobPipeline: Sendable {
         case localFailure(String)
     }
 
-    /// Opens the source and builds its body file, right before it is sent, so the body always
-    /// matches the file as it is now. Blocking: runs on the ``BlockingIO`` pool.
+    /// Opens the source and, for multipart, builds its body file, right before it is sent, so the
+    /// body always matches the file as it is now. For put and tus the file is sent from its own bytes:
+    /// the descriptor opened here (without following symlinks) stays open until the transfer ends.
+    /// Blocking: runs on the ``BlockingIO`` pool.
     func prepareBody(_ job: Job, spool: SpoolRuntime, isCancelled: () -> Bool) -> PreparedBody {
         let source: (descriptor: FileDescriptorBox, status: FileStatus)
         do {
@@ -371,8 +515,17 @@ final class JobPipeline: Sendable {
             case .other(let error): return .localFailure("cannot open the file: \(error)")
             }
         }
+        guard source.status.matches(job.identity) else {
+            source.descriptor.close()
+            return .changed(FileIdentity(source.status))
+        }
+        if spool.configuration.uploadProtocol != .multipart {
+            let file = SourceFile(descriptor: source.descriptor, status: source.status)
+            let contentType = spool.configuration.fileContentType ?? MediaType.forFilename(job.baseName)
+            return .ready(BuiltBody(path: file.procPath, contentLength: source.status.size, contentType: contentType,
+                                    identity: job.identity, source: file))
+        }
         defer { source.descriptor.close() }
-        guard source.status.matches(job.identity) else { return .changed(FileIdentity(source.status)) }
         let built: BuiltBody
         do {
             built = try bodies.build(job: job, source: source.descriptor.descriptor, status: source.status,
@@ -431,14 +584,25 @@ import SystemPackage
 import Glibc
 #endif
 
-/// Owns an open source file for the length of one body build.
-struct FileDescriptorBox {
+/// Owns an open source file for the length of one body build (or, for put and tus, one transfer).
+struct FileDescriptorBox: Sendable {
     let descriptor: FileDescriptor
     init(_ descriptor: FileDescriptor) { self.descriptor = descriptor }
     func close() { try? descriptor.close() }
+    /// A path that opens this very file (through the descriptor, so no symlink is involved):
+    /// for reading it with the transport's own file I/O.
+    var procPath: String { "/proc/self/fd/\(descriptor.rawValue)" }
     func status() throws -> FileStatus {
         var st = stat()
         guard fstat(descriptor.rawValue, &st) == 0 else { throw SystemError.current("stat", "(source)") }
         return FileStatus(st)
     }
+}
+
+/// A spool file sent from its own bytes (put, tus): the descriptor ferryd opened without following
+/// symlinks, and the version it was when checked against the job.
+struct SourceFile: Sendable {
+    let descriptor: FileDescriptorBox
+    let status: FileStatus
+    var procPath: String { descriptor.procPath }
 }

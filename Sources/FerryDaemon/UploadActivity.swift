@@ -21,6 +21,8 @@ final class ActiveJobs: Sendable {
         var phase = "preparing"
         var bytesSent: Int64 = 0
         var bytesTotal: Int64
+        /// tus: the bytes the server has confirmed.
+        var confirmedBytes: Int64?
         let startedAt = Date()
         let clockStart = ContinuousClock.now
         /// The bytes and time of the last rate sample, and the rate it gave.
@@ -74,11 +76,23 @@ final class ActiveJobs: Sendable {
         entries.withLock { $0[job.sequence ?? -1]?.intervention }
     }
 
-    func sending(_ job: Job, total: Int64) {
+    /// The request is about to be sent. For a resumed upload, `confirmed` is where the server's copy
+    /// ends: progress counts from there (and only bytes sent now count as sent).
+    func sending(_ job: Job, total: Int64, confirmed: Int64? = nil) {
         entries.withLock {
             $0[job.sequence ?? -1]?.phase = "sending"
             $0[job.sequence ?? -1]?.bytesTotal = total
-            $0[job.sequence ?? -1]?.sample = (.now, 0)
+            $0[job.sequence ?? -1]?.bytesSent = confirmed ?? 0
+            $0[job.sequence ?? -1]?.confirmedBytes = confirmed
+            $0[job.sequence ?? -1]?.sample = (.now, confirmed ?? 0)
+        }
+    }
+
+    /// tus: the server confirmed `offset` bytes.
+    func confirmed(_ job: Job, _ offset: Int64) {
+        entries.withLock {
+            $0[job.sequence ?? -1]?.confirmedBytes = offset
+            if let sent = $0[job.sequence ?? -1]?.bytesSent, sent < offset { $0[job.sequence ?? -1]?.bytesSent = offset }
         }
     }
 
@@ -111,7 +125,7 @@ final class ActiveJobs: Sendable {
                 return UploadProgress(
                     job: entry.job.id.rawValue, spool: entry.job.spool, file: entry.job.displayPath, phase: entry.phase,
                     bytesSent: entry.bytesSent, bytesTotal: entry.bytesTotal, bytesPerSecond: rate,
-                    startedAt: entry.startedAt, attempt: entry.job.attempts + 1)
+                    startedAt: entry.startedAt, attempt: entry.job.attempts + 1, confirmedBytes: entry.confirmedBytes)
             }
     }
 

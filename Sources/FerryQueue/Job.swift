@@ -62,6 +62,23 @@ public struct FileIdentity: Sendable, Hashable, Codable {
     }
 }
 
+/// A resumable (tus) upload the server created for a job: where it lives, how many bytes the
+/// server has confirmed, and when the server will forget it (`Upload-Expires`).
+public struct ResumableUpload: Sendable, Hashable, Codable {
+    /// The upload's URL (absolute). A capability: whoever knows it can write the upload, so it is
+    /// not logged.
+    public var url: String
+    /// Bytes the server confirmed (`Upload-Offset`).
+    public var offset: Int64
+    public var expires: Date?
+
+    public init(url: String, offset: Int64, expires: Date? = nil) {
+        self.url = url
+        self.offset = offset
+        self.expires = expires
+    }
+}
+
 /// One file's journey through the queue: one row of the `job` table.
 public struct Job: Sendable, Hashable, FetchableRecord, MutablePersistableRecord {
     public static let databaseTableName = "job"
@@ -108,6 +125,8 @@ public struct Job: Sendable, Hashable, FetchableRecord, MutablePersistableRecord
     public var ageBase: Date?
     /// Attempts made before an operator's last `retry`; `max_attempts` and the backoff count from here.
     public var attemptBase: Int = 0
+    /// The tus upload the server created for this job, if any (see ``ResumableUpload``).
+    public var upload: ResumableUpload?
 
     public init(
         id: JobID, spool: String, relativePath: [UInt8], identity: FileIdentity, boundary: String, now: Date
@@ -168,6 +187,11 @@ public struct Job: Sendable, Hashable, FetchableRecord, MutablePersistableRecord
         heldAt = (row["held_at"] as Double?).map(Date.init(timeIntervalSince1970:))
         ageBase = (row["age_base"] as Double?).map(Date.init(timeIntervalSince1970:))
         attemptBase = row["attempt_base"] ?? 0
+        if let url = row["upload_url"] as String? {
+            upload = ResumableUpload(
+                url: url, offset: row["upload_offset"] ?? 0,
+                expires: (row["upload_expires"] as Double?).map(Date.init(timeIntervalSince1970:)))
+        }
     }
 
     public func encode(to container: inout PersistenceContainer) throws {
@@ -196,6 +220,9 @@ public struct Job: Sendable, Hashable, FetchableRecord, MutablePersistableRecord
         container["held_at"] = heldAt?.timeIntervalSince1970
         container["age_base"] = ageBase?.timeIntervalSince1970
         container["attempt_base"] = attemptBase
+        container["upload_url"] = upload?.url
+        container["upload_offset"] = upload?.offset
+        container["upload_expires"] = upload?.expires?.timeIntervalSince1970
     }
 
     public mutating func didInsert(_ inserted: InsertionSuccess) {

@@ -177,6 +177,15 @@ public final class JobStore: Sendable {
                 CREATE INDEX job_by_state_spool ON job(state, spool);
                 """)
         }
+        migrator.registerMigration("v5: resumable uploads") { db in
+            try db.execute(sql: """
+                -- tus: the upload the server created for the job, the offset it confirmed and when
+                -- it expires; kept the moment each is known, so a restart resumes rather than resends.
+                ALTER TABLE job ADD COLUMN upload_url TEXT;
+                ALTER TABLE job ADD COLUMN upload_offset INTEGER;
+                ALTER TABLE job ADD COLUMN upload_expires REAL;
+                """)
+        }
         return migrator
     }
 
@@ -460,6 +469,17 @@ public final class JobStore: Sendable {
         case left
         /// Already gone when Ferry came to dispose of it.
         case missing
+    }
+
+    /// Records the job's resumable upload (tus): its URL, the offset the server confirmed, and when the
+    /// server will forget it; `nil` values clear them (the upload is gone, start over). Durable on return.
+    public func recordUpload(_ job: Job, _ upload: ResumableUpload?, now: Date) async throws {
+        try await write { db in
+            try db.execute(
+                sql: "UPDATE job SET upload_url = ?, upload_offset = ?, upload_expires = ?, updated_at = ? WHERE seq = ?",
+                arguments: [upload?.url, upload?.offset, upload?.expires?.timeIntervalSince1970,
+                            now.timeIntervalSince1970, job.sequence])
+        }
     }
 
     /// Records that the source file has been dealt with.

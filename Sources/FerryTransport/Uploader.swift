@@ -25,33 +25,46 @@ public struct TransportSettings: Sendable, Hashable {
     }
 }
 
-/// One HTTP request that carries a whole body from a file.
+/// One HTTP request, with its body (if any) read from a range of a file.
 public struct UploadRequest: Sendable {
     public var url: String
-    /// `POST` or `PUT`.
+    /// `POST`, `PUT`, `PATCH`, `HEAD`, `OPTIONS` or `DELETE`.
     public var method: String
-    /// Extra headers from the configuration (values may be secrets: never logged).
+    /// Headers: the configured ones (values may be secrets: never logged) and the protocol's.
     public var headers: [(name: String, value: String)]
-    /// The file holding the exact request body.
-    public var bodyPath: String
+    /// The file holding the request body; `nil` for a request without one.
+    public var bodyPath: String?
+    /// Where in the file the body starts.
+    public var bodyOffset: Int64
     /// The body's length in bytes; sent as `Content-Length`.
     public var contentLength: Int64
-    /// The body's `Content-Type`.
-    public var contentType: String
+    /// The body's `Content-Type`, if it has one.
+    public var contentType: String?
     /// Sent as `Idempotency-Key`, the same on every attempt for a job.
-    public var idempotencyKey: String
+    public var idempotencyKey: String?
+    /// The file the body must come from: opening `bodyPath` must find this very inode, of this size
+    /// and modification time (a file sent from the spool itself, not from a snapshot: ferryd opens
+    /// it without following symlinks and passes `/proc/self/fd/N`).
+    public var expectedSource: FileStatus?
 
     public init(
-        url: String, method: String, headers: [(name: String, value: String)], bodyPath: String,
-        contentLength: Int64, contentType: String, idempotencyKey: String
+        url: String, method: String, headers: [(name: String, value: String)], bodyPath: String?, bodyOffset: Int64 = 0,
+        contentLength: Int64, contentType: String?, idempotencyKey: String?, expectedSource: FileStatus? = nil
     ) {
         self.url = url
         self.method = method
         self.headers = headers
         self.bodyPath = bodyPath
+        self.bodyOffset = bodyOffset
         self.contentLength = contentLength
         self.contentType = contentType
         self.idempotencyKey = idempotencyKey
+        self.expectedSource = expectedSource
+    }
+
+    /// A request without a body (`HEAD`, `OPTIONS`, `DELETE`, or a `POST` with an empty body).
+    public static func bodiless(url: String, method: String, headers: [(name: String, value: String)]) -> UploadRequest {
+        UploadRequest(url: url, method: method, headers: headers, bodyPath: nil, contentLength: 0, contentType: nil, idempotencyKey: nil)
     }
 }
 
@@ -70,6 +83,8 @@ public struct TransportFailure: Error, Sendable, CustomStringConvertible {
     /// The kind of failure.
     public enum Kind: String, Sendable {
         case connect, timeout, tls, connectionClosed, io, other
+        /// The file sent from the spool is no longer the version the request was for.
+        case sourceChanged
     }
     public var kind: Kind
     public var message: String
@@ -180,14 +195,28 @@ public final class Uploader: Sendable {
         _ request: UploadRequest, logger: Logger, counter: ByteCounter, watchdog: ProgressWatchdog,
         progress: @escaping @Sendable (Int64) -> Void
     ) async throws -> UploadResult {
-        try await FileSystem.shared.withFileHandle(forReadingAt: FilePath(request.bodyPath)) { file in
-            var http = HTTPClientRequest(url: request.url)
-            http.method = HTTPMethod(rawValue: request.method)
-            for header in request.headers { http.headers.add(name: header.name, value: header.value) }
-            http.headers.replaceOrAdd(name: "Content-Type", value: request.contentType)
-            http.headers.replaceOrAdd(name: "Idempotency-Key", value: request.idempotencyKey)
-            if !http.headers.contains(name: "User-Agent") {
-                http.headers.add(name: "User-Agent", value: FerryVersion.userAgent)
+        var http = HTTPClientRequest(url: request.url)
+        http.method = HTTPMethod(rawValue: request.method)
+        for header in request.headers { http.headers.add(name: header.name, value: header.value) }
+        if let contentType = request.contentType { http.headers.replaceOrAdd(name: "Content-Type", value: contentType) }
+        if let key = request.idempotencyKey { http.headers.replaceOrAdd(name: "Idempotency-Key", value: key) }
+        if !http.headers.contains(name: "User-Agent") {
+            http.headers.add(name: "User-Agent", value: FerryVersion.userAgent)
+        }
+        guard let bodyPath = request.bodyPath else {
+            if request.method == "POST" || request.method == "PUT" || request.method == "PATCH" {
+                http.body = .bytes(ByteBuffer())  // Content-Length: 0
+            }
+            return try await exchange(http, counter: counter, watchdog: watchdog, logger: logger)
+        }
+        let options = OpenOptions.Read(followSymbolicLinks: true, closeOnExec: true)
+        return try await FileSystem.shared.withFileHandle(forReadingAt: FilePath(bodyPath), options: options) { file in
+            if let expected = request.expectedSource {
+                // Sent from the spool itself: this must be the file the job names, unchanged.
+                let status = try await file.info().platformSpecificStatus.map(FileStatus.init)
+                guard let status, status.isSameVersion(as: expected) else {
+                    throw SourceChanged()
+                }
             }
             // AsyncHTTPClient hands each chunk to the connection's event loop without waiting for it to
             // be written, and stops asking for more only once that loop has seen the socket fill up.
@@ -196,7 +225,8 @@ public final class Uploader: Sendable {
             // run what was queued before bounds that to a few chunks (bench/bench.py, scenario 1).
             let loops = eventLoops
             let handed = ByteCounter()
-            let chunks = file.readChunks(in: 0..<request.contentLength, chunkLength: Self.chunkLength)
+            let range = request.bodyOffset..<(request.bodyOffset + request.contentLength)
+            let chunks = file.readChunks(in: range, chunkLength: Self.chunkLength)
                 .map { buffer in
                     watchdog.progressed()
                     progress(counter.add(Int64(buffer.readableBytes)))
@@ -206,28 +236,33 @@ public final class Uploader: Sendable {
                     return buffer
                 }
             http.body = .stream(chunks, length: .known(request.contentLength))
-            let response = try await client.execute(http, deadline: .distantFuture, logger: logger)
-            watchdog.progressed()
-            // The status is in: whatever happens while reading the rest of the answer (a reset, the
-            // watchdog, a shutdown), the server has decided, and a 2xx must not become a retry.
-            var body: [UInt8] = []
-            var drained = 0
-            do {
-                for try await chunk in response.body {
-                    watchdog.progressed()
-                    if body.count < Self.responseLimit {
-                        body += chunk.readableBytesView.prefix(Self.responseLimit - body.count)
-                    }
-                    drained += chunk.readableBytes
-                    // Do not read an endless answer; the connection is simply not reused.
-                    if drained > 4 * 1024 * 1024 { break }
-                }
-            } catch {
-                logger.debug("reading the response body failed after the status arrived", metadata: ["error": "\(error)"])
-            }
-            let headers = response.headers.map { (name: $0.name, value: $0.value) }
-            return .response(status: Int(response.status.code), headers: headers, body: body, bytesSent: counter.value)
+            return try await exchange(http, counter: counter, watchdog: watchdog, logger: logger)
         }
+    }
+
+    /// Executes `http` and reads the answer.
+    private func exchange(_ http: HTTPClientRequest, counter: ByteCounter, watchdog: ProgressWatchdog, logger: Logger) async throws -> UploadResult {
+        let response = try await client.execute(http, deadline: .distantFuture, logger: logger)
+        watchdog.progressed()
+        // The status is in: whatever happens while reading the rest of the answer (a reset, the
+        // watchdog, a shutdown), the server has decided, and a 2xx must not become a retry.
+        var body: [UInt8] = []
+        var drained = 0
+        do {
+            for try await chunk in response.body {
+                watchdog.progressed()
+                if body.count < Self.responseLimit {
+                    body += chunk.readableBytesView.prefix(Self.responseLimit - body.count)
+                }
+                drained += chunk.readableBytes
+                // Do not read an endless answer; the connection is simply not reused.
+                if drained > 4 * 1024 * 1024 { break }
+            }
+        } catch {
+            logger.debug("reading the response body failed after the status arrived", metadata: ["error": "\(error)"])
+        }
+        let headers = response.headers.map { (name: $0.name, value: $0.value) }
+        return .response(status: Int(response.status.code), headers: headers, body: body, bytesSent: counter.value)
     }
 
     /// A readable account of a transport error.
@@ -268,12 +303,18 @@ public final class Uploader: Sendable {
         if let error = error as? ChannelError, case .connectTimeout = error {
             return TransportFailure(kind: .timeout, message: "connecting to \(host) timed out")
         }
+        if error is SourceChanged {
+            return TransportFailure(kind: .sourceChanged, message: "the file changed before it was sent")
+        }
         if let error = error as? FileSystemError {
             return TransportFailure(kind: .io, message: "reading the request body failed: \(error.message)")
         }
         return TransportFailure(kind: .other, message: "request to \(host) failed: \(error)")
     }
 }
+
+/// The file at a request's `bodyPath` is not the expected version.
+struct SourceChanged: Error {}
 
 /// Fires when nothing has moved for `timeout`: ``run()`` returns then, and ``fired`` turns true.
 final class ProgressWatchdog: Sendable {

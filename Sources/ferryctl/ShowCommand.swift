@@ -38,6 +38,9 @@ enum JobDetailView {
         block.append("next attempt", job.nextAttemptAt.map { "\(Format.relative($0, now: now)) (at \(Format.dateTime($0)))" })
         block.append("finished", job.finishedAt.map { Format.timeWithRelative($0, now: now) })
         block.append("attempts", String(job.attempts))
+        block.append("confirmed", job.confirmedBytes.map {
+            "\(Format.bytes($0)) of \(Format.bytes(job.size)) (\(Format.percent($0, of: job.size))) held by the server; a retry resumes from there"
+        })
         block.append("last error", job.lastError)
         if let response = detail.response {
             block.append("response", response.contentType.map { "\(response.status) (\($0))" } ?? String(response.status))
@@ -93,6 +96,7 @@ enum UploadLine {
         var text = "\(Format.bytes(progress.bytesSent)) / \(Format.bytes(progress.bytesTotal))"
             + " (\(Format.percent(progress.bytesSent, of: progress.bytesTotal))) at \(Format.rate(progress.bytesPerSecond))"
             + ", \(progress.phase), attempt \(progress.attempt)"
+            + (progress.confirmedBytes.map { ", \(Format.bytes($0)) confirmed by the server" } ?? "")
         if interactive { text += " " + Format.progressBar(progress.bytesSent, of: progress.bytesTotal) }
         return text
     }

@@ -95,13 +95,14 @@ enum StatusView {
         guard !uploads.isEmpty else { return "no uploads in progress\n" }
         var table = TextTable([
             .init("file"), .init("spool"), .init("phase"), .init("sent", rightAligned: true),
-            .init("%", rightAligned: true), .init("rate", rightAligned: true), .init(""),
+            .init("%", rightAligned: true), .init("confirmed", rightAligned: true), .init("rate", rightAligned: true), .init(""),
         ])
         for upload in uploads {
             table.append([
                 Format.shortened(upload.file, to: 48), upload.spool, upload.phase,
                 "\(Format.bytes(upload.bytesSent)) / \(Format.bytes(upload.bytesTotal))",
-                Format.percent(upload.bytesSent, of: upload.bytesTotal), Format.rate(upload.bytesPerSecond),
+                Format.percent(upload.bytesSent, of: upload.bytesTotal), upload.confirmedBytes.map(Format.bytes) ?? "-",
+                Format.rate(upload.bytesPerSecond),
                 interactive ? Format.progressBar(upload.bytesSent, of: upload.bytesTotal) : "",
             ])
         }
