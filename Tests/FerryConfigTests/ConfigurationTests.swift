@@ -456,4 +456,73 @@ struct TemplateTests {
         #expect(ConfigurationLoader.lineWithEscapedNUL("a = '\\u0000'") == nil)
         #expect(ConfigurationLoader.lineWithEscapedNUL("a = \"\\\\u0000\"") == nil, "an escaped backslash followed by u0000")
     }
+
+    @Test("protocol: multipart by default; put defaults to PUT and may name the file in its URL; tus takes chunk_size")
+    func protocols() throws {
+        let plain = try #require(try loader().parse(minimalSpool, path: "/etc/ferry/ferry.toml").spools.first)
+        #expect(plain.uploadProtocol == .multipart)
+        #expect(plain.method == "POST")
+        #expect(plain.chunkSize == nil)
+
+        let put = try #require(try loader().parse("""
+            [[spool]]
+            name = "dav"
+            directory = "/srv/dav"
+            url = "https://dav.example.org/files/{relative_path}"
+            protocol = "put"
+            """, path: "/etc/ferry/ferry.toml").spools.first)
+        #expect(put.uploadProtocol == .put)
+        #expect(put.method == "PUT")
+        #expect(put.url.placeholders == [.relativePath])
+
+        let tus = try #require(try loader().parse("""
+            [[spool]]
+            name = "video"
+            directory = "/srv/video"
+            url = "https://tus.example.org/files/"
+            protocol = "tus"
+            chunk_size = "8MiB"
+              [spool.fields]
+              camera = "north"
+            """, path: "/etc/ferry/ferry.toml").spools.first)
+        #expect(tus.uploadProtocol == .tus)
+        #expect(tus.chunkSize == 8 << 20)
+        let bytes = try #require(try loader().parse(minimalSpool + "\nprotocol = \"tus\"\nchunk_size = 1048576", path: "/x.toml").spools.first)
+        #expect(bytes.chunkSize == 1 << 20)
+        // Braces stay literal in a multipart URL.
+        let literal = try #require(try loader().parse(minimalSpool.replacingOccurrences(of: "/upload", with: "/up{load}"), path: "/x.toml").spools.first)
+        #expect(literal.url.text == "https://example.org/up{load}")
+    }
+
+    @Test("Protocol options that do not fit are errors that say why")
+    func protocolMistakes() {
+        #expect(issues(minimalSpool + "\nprotocol = \"ftp\"").map(\.description) == [
+            "/etc/ferry/ferry.toml:5: spool[0].protocol: protocol must be \"multipart\", \"put\" or \"tus\", not \"ftp\"",
+        ])
+        #expect(issues(minimalSpool + "\nchunk_size = \"8MiB\"").map(\.description) == [
+            "/etc/ferry/ferry.toml:5: spool[0].chunk_size: chunk_size applies only to protocol \"tus\"",
+        ])
+        #expect(issues(minimalSpool + "\nprotocol = \"tus\"\nchunk_size = \"8 parsecs\"").map(\.description) == [
+            "/etc/ferry/ferry.toml:6: spool[0].chunk_size: expected a size such as \"512KiB\", \"8MiB\" or \"1GiB\" (or a number of bytes), got \"8 parsecs\"",
+        ])
+        #expect(issues(minimalSpool + "\nprotocol = \"tus\"\nchunk_size = 1000").first?.description.contains("too small") == true)
+        #expect(issues(minimalSpool + "\nprotocol = \"tus\"\nmethod = \"PUT\"").first?.description.contains("method does not apply to protocol \"tus\"") == true)
+        #expect(issues(minimalSpool + "\nprotocol = \"put\"\nfile_field = \"upload\"").first?.description.contains("file_field applies only to protocol \"multipart\"") == true)
+        #expect(issues(minimalSpool + "\nprotocol = \"put\"\n[spool.fields]\na = \"b\"").first?.description.contains("fields are not sent by protocol \"put\"") == true)
+        #expect(issues(minimalSpool + "\nprotocol = \"tus\"\n[spool.fields]\n\"two words\" = \"b\"").first?.description.contains("cannot be a tus Upload-Metadata key") == true)
+        #expect(issues(minimalSpool + "\nprotocol = \"tus\"\n[spool.fields]\nfilename = \"b\"").first?.description.contains("sent by Ferry itself") == true)
+        #expect(issues(minimalSpool.replacingOccurrences(of: "/upload", with: "/{sha256}") + "\nprotocol = \"put\"").first?.description.contains("{sha256} cannot be used in a URL") == true)
+    }
+
+    @Test("Sizes: bytes, KiB/MiB/GiB, kB/MB/GB")
+    func sizes() {
+        #expect(TableReader.parseSize("8MiB") == 8 << 20)
+        #expect(TableReader.parseSize("512 KiB") == 512 << 10)
+        #expect(TableReader.parseSize("1GiB") == 1 << 30)
+        #expect(TableReader.parseSize("5MB") == 5_000_000)
+        #expect(TableReader.parseSize("65536") == 65536)
+        #expect(TableReader.parseSize("MiB") == nil)
+        #expect(TableReader.parseSize("8 XB") == nil)
+        #expect(TableReader.parseSize("99999999999999GiB") == nil)
+    }
 }

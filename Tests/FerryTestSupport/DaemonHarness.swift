@@ -13,8 +13,14 @@ public struct TestSpool: Sendable {
     public var headers: [String] = []
     /// `[spool.retry]` entries; the default retries fast for tests.
     public var retry: [String] = ["initial_delay = \"100ms\"", "max_delay = \"1s\""]
+    /// The path of the spool's URL on the harness's receiver; default `/upload/NAME`.
+    public var urlPath: String?
 
-    public init(name: String = "test", options: [String] = [], fields: [String] = [], headers: [String] = [], retry: [String]? = nil) {
+    public init(
+        name: String = "test", options: [String] = [], fields: [String] = [], headers: [String] = [], retry: [String]? = nil,
+        urlPath: String? = nil
+    ) {
+        self.urlPath = urlPath
         self.name = name
         self.options = options
         self.fields = fields
@@ -56,7 +62,7 @@ public final class DaemonHarness: @unchecked Sendable {
         for spool in spools {
             let spoolDirectory = try directory.makeDirectory("spool-\(spool.name)")
             lines += ["", "[[spool]]", "name = \"\(spool.name)\"", "directory = \"\(spoolDirectory)\"",
-                      "url = \"\(url ?? receiver.url(path: "/upload/\(spool.name)"))\""]
+                      "url = \"\(url ?? receiver.url(path: spool.urlPath ?? "/upload/\(spool.name)"))\""]
             if !spool.options.contains(where: { $0.hasPrefix("settle") }) { lines.append("settle = \"300ms\"") }
             lines += spool.options
             if !spool.fields.isEmpty { lines += ["[spool.fields]"] + spool.fields }

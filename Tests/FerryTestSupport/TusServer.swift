@@ -6,7 +6,8 @@ import Glibc
 
 /// What the tus server saw: its `GET /__stats`.
 public struct TusStats: Decodable, Sendable {
-    /// One request as the server's middleware recorded it; `cut` when `--cut-at` reset it.
+    /// One request as the server's middleware recorded it; `cut` when `--cut-at` reset it (its
+    /// `status` is what the app answered, which the client never saw).
     public struct Request: Decodable, Sendable {
         public var method: String
         public var path: String

@@ -8,9 +8,11 @@ Prints one JSON line once both listeners are up, the endpoint clients use (the p
 
     {"listening": "http://127.0.0.1:PORT/files"}
 
-GET /__stats on the same port answers JSON (see `stats()`): PATCH body bytes the tus app read,
-requests by method, each request (method, path, Upload-Offset, body bytes, status, cut), the cuts
-made, every upload in DIR (offset, size) and the completed ones with the sha256 of the stored file.
+GET /__stats on the same port answers JSON: patchBytes (PATCH body bytes the tus app read: stored,
+except a body refused past Upload-Length), postBytes, counts (requests by method), cuts, requests
+(method, path, uploadOffset, bodyBytes, status: what the app answered, which a cut request's client
+never saw; cut), uploads (every upload in DIR: id, name, size, offset) and completed (id, name,
+size, sha256 of the stored file). A PATCH refused before its body is read (404, 409) counts 0 bytes.
 
 --cut-at BYTES: the first PATCH that takes an upload to BYTES (its Upload-Offset plus the body bytes
 the app has read) is cut there: the app is handed exactly up to byte BYTES of the upload, then sees
@@ -19,11 +21,11 @@ uvicorn. tuspyserver keeps what it read, so afterwards HEAD answers Upload-Offse
 POST bodies (creation-with-upload) are counted but never cut.
 
 How tuspyserver 4.4.3 behaves (read from its source, checked by tus_server_selftest.py):
-- OPTIONS is routed at PREFIX/ only: OPTIONS PREFIX (no slash) answers 405 (POST holds that path,
-  so there is no redirect). 204 with Tus-Version and
-  Tus-Resumable 1.0.0, Tus-Extension "creation,creation-defer-length,creation-with-upload,
-  expiration,termination,concatenation", Tus-Max-Size (max_size, 128849018880 by default). No
-  checksum extension: no Tus-Checksum-Algorithm, and Upload-Checksum is ignored.
+- OPTIONS PREFIX/: 204 with Tus-Version and Tus-Resumable 1.0.0, Tus-Extension "creation,
+  creation-defer-length,creation-with-upload,expiration,termination,concatenation" (no spaces),
+  Tus-Max-Size (max_size, 128849018880 by default). No checksum extension: no
+  Tus-Checksum-Algorithm, and Upload-Checksum is ignored. OPTIONS PREFIX (no slash) answers 405
+  (POST holds that path, so there is no redirect).
 - Tus-Resumable: 1.0.0 is required on POST, HEAD, PATCH and DELETE (412 with Tus-Version without
   it); optional on OPTIONS.
 - POST PREFIX (or PREFIX/): 201, Location absolute, built from Host (or X-Forwarded-Host/-Proto):
@@ -31,8 +33,8 @@ How tuspyserver 4.4.3 behaves (read from its source, checked by tus_server_selft
   Upload-Length, or Upload-Defer-Length: 1. Upload-Metadata is parsed but not required at creation.
   creation-with-upload: a POST body is read whole into memory (request.body()), appended to the
   file, and answered with Upload-Offset; its Content-Type is not checked, nor the body against
-  Upload-Length; the completion hook does not run even if the body completes the upload; a POST cut
-  mid-body still answers 201 (to nobody) with offset 0.
+  Upload-Length (a longer body is stored, offset past the length); the completion hook does not run
+  even if the body completes the upload; a POST cut mid-body still answers 201 (to nobody), offset 0.
 - HEAD PREFIX/<id>: 200, Upload-Offset, Upload-Length (or Upload-Defer-Length: 1), Content-Length =
   Upload-Length, Cache-Control: no-store, Upload-Metadata (filename and filetype only), Tus-Resumable.
   No Upload-Expires on HEAD. HEAD answers 400 unless the metadata has filename (or name) AND filetype
@@ -41,8 +43,11 @@ How tuspyserver 4.4.3 behaves (read from its source, checked by tus_server_selft
   without it), Content-Type exactly application/offset+octet-stream (415) and Tus-Resumable (412).
   Unknown id: 404; Upload-Offset not the stored offset: 409 "Offset mismatch" (the body is not read);
   body past Upload-Length: 400; past max_size: 413; expired: 410. Success: 204 with Upload-Offset,
-  Upload-Expires, Tus-Resumable. The Content-Type and Tus-Resumable checks run AFTER the body has
-  been stored (the body is a FastAPI dependency): a PATCH answered 415/412 still advanced the offset.
+  Upload-Expires, Tus-Resumable. The Content-Length, Content-Type and Tus-Resumable checks run AFTER
+  the body has been stored (the body is a FastAPI dependency): a PATCH answered 422 (chunked), 415 or
+  412 still advanced the offset. A body running past Upload-Length is refused (400) only at the chunk
+  that crosses it, and the chunks before it stay in the data file while the offset does not move:
+  the file is corrupt from then on (never complete: its size no longer matches).
 - PATCH bodies stream: each chunk uvicorn hands over (at most 64 KiB buffered) is appended and
   flushed to the file; a whole 64 MiB PATCH in one request is fine and is not held in memory. The
   offset in the .info file is written once, when the body ends.
@@ -53,6 +58,9 @@ How tuspyserver 4.4.3 behaves (read from its source, checked by tus_server_selft
 - The per-upload lock is an flock on FILES/.locks/<id>.lock polled with time.sleep for up to 30 s
   on the event loop: a second PATCH to the same upload while one is still running blocks the whole
   server, then 503. (Here the cut PATCH finishes before the proxy can carry a new request.)
+- uvicorn (h11) closes the connection after an answer given before the body was read (404, 409):
+  a client still writing a large body may see a reset instead of the answer. Idle keep-alive
+  connections are closed after 5 s. Expect: 100-continue is honoured.
 - DELETE PREFIX/<id>: 204; the data and .info are removed; then HEAD/PATCH/DELETE answer 404.
 - Storage: FILES/<id> is the data, exactly the upload's bytes (the name is the upload id, the last
   path segment of Location, not the filename); FILES/<id>.info is JSON with metadata (decoded),
@@ -63,6 +71,7 @@ import asyncio
 import hashlib
 import json
 import os
+import signal
 import socket
 import struct
 import sys
@@ -284,6 +293,9 @@ def main():
     options = arguments.parse_args()
     options.files = os.path.abspath(options.files)
     os.makedirs(options.files, exist_ok=True)
+    # A child of a Swift test process starts with SIGTERM and SIGINT blocked (the spawning thread's
+    # mask); uvicorn shuts down on them, so take them back.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})
     asyncio.run(serve(options))
 
 

@@ -1,0 +1,89 @@
+import FerryQueue
+import FerryReceiver
+import FerryTestSupport
+import Foundation
+import Testing
+
+/// `protocol = "put"`: the file's own bytes as the request body, to a URL that may name the file.
+@Suite("Raw PUT uploads through the real ferryd", .serialized)
+struct PutProtocolTests {
+    @Test("put sends each file byte-identical as the whole body, to a URL naming it, with its type")
+    func putByteIdentical() async throws {
+        let spool = TestSpool(options: ["protocol = \"put\""], headers: ["X-Token = \"t0ken\""], urlPath: "/dav/{relative_path}")
+        try await withDaemonHarness(spools: [spool]) { harness in
+            try await harness.start()
+            let files: [(String, Int)] = [("report.json", 70_000), ("photo 1.jpg", 3 << 20), ("empty.txt", 0), ("été#2.bin", 1234)]
+            var contents: [String: [UInt8]] = [:]
+            for (index, (name, size)) in files.enumerated() {
+                contents[name] = pseudoRandomBytes(size, seed: UInt64(index + 40))
+                try harness.drop(name, contents[name]!)
+            }
+            try await harness.waitForAccepted(files.count)
+            try await harness.waitForQuiet()
+
+            var seen: Set<String> = []
+            for request in harness.receiver.acceptedRequests {
+                #expect(request.method == "PUT")
+                let file = try #require(request.files.first, "a raw body is stored as one file")
+                let name = try #require(request.uri.split(separator: "/").last.map(String.init)?.removingPercentEncoding)
+                let bytes = try #require(contents[name], "unexpected URI \(request.uri)")
+                #expect(file.sha256 == sha256Hex(bytes), "\(name) arrived changed")
+                #expect(file.size == Int64(bytes.count))
+                #expect(request.header("Content-Length") == String(bytes.count))
+                #expect(request.header("X-Token") == "t0ken")
+                #expect(request.header("Idempotency-Key") != nil)
+                let expectedType = switch name {
+                case "report.json": "application/json"
+                case "photo 1.jpg": "image/jpeg"
+                case "empty.txt": "text/plain"
+                default: "application/octet-stream"
+                }
+                #expect(request.header("Content-Type")?.hasPrefix(expectedType) == true, "\(name): \(request.header("Content-Type") ?? "-")")
+                seen.insert(name)
+            }
+            #expect(seen == Set(contents.keys))
+            // The name is percent-encoded in the path: a space, '#' and UTF-8 never reach the server raw.
+            #expect(harness.receiver.acceptedRequests.contains { $0.uri == "/dav/photo%201.jpg" })
+            #expect(harness.receiver.acceptedRequests.contains { $0.uri == "/dav/%C3%A9t%C3%A9%232.bin" })
+            // No snapshot of the file was made: the body directory stayed empty.
+            let bodies = (try? FileManager.default.contentsOfDirectory(atPath: harness.directory.url("state/bodies"))) ?? []
+            #expect(bodies.isEmpty)
+            for name in contents.keys { #expect(!fileExists(harness.spoolPath() + "/" + name)) }
+        }
+    }
+
+    @Test("put with method POST, retried after a 503, arrives once and whole")
+    func putPostRetried() async throws {
+        let spool = TestSpool(options: ["protocol = \"put\"", "method = \"POST\"", "file_content_type = \"application/x-ndjson\""])
+        let failures = Counter()
+        try await withDaemonHarness(spools: [spool], plan: { info in
+            failures.next() < 2 ? .respond(status: 503) : .store()
+        }) { harness in
+            try await harness.start()
+            let bytes = pseudoRandomBytes(500_000, seed: 7)
+            try harness.drop("events.ndjson", bytes)
+            try await harness.waitForAccepted(1)
+            try await harness.waitForQuiet()
+            let accepted = harness.receiver.acceptedRequests
+            #expect(accepted.count == 1)
+            #expect(accepted.first?.method == "POST")
+            #expect(accepted.first?.header("Content-Type") == "application/x-ndjson")
+            #expect(accepted.first?.files.first?.sha256 == sha256Hex(bytes))
+            let job = try #require(try await jobs(harness).first)
+            #expect(job.state == .done)
+            #expect(job.attempts == 3)
+        }
+    }
+}
+
+/// Counts calls from any thread.
+final class Counter: Sendable {
+    private let value = Mutex(0)
+    /// Returns the count before this call.
+    func next() -> Int { value.withLock { count in
+        count += 1
+        return count - 1
+    } }
+}
+
+import Synchronization
