@@ -108,7 +108,7 @@ public final class TusClient: Sendable {
     public static let creationBodyLimit: Int64 = 4 << 20
 
     let uploader: Uploader
-    private let discovered = Mutex<[String: (TusCapabilities, ContinuousClock.Instant)]>([:])
+    private let discovered = Mutex<[String: (Task<Result<TusCapabilities, TransportFailure>, Never>, ContinuousClock.Instant)]>([:])
 
     public init(uploader: Uploader) { self.uploader = uploader }
 
@@ -318,11 +318,28 @@ public final class TusClient: Sendable {
         }
     }
 
-    /// The server's capabilities, from `OPTIONS` (kept for ten minutes per endpoint). A server that
-    /// does not answer `OPTIONS` with 2xx is taken to support the creation extension only.
+    /// The server's capabilities, from `OPTIONS` (kept for ten minutes per endpoint; uploads that
+    /// start together share one request). A server that does not answer `OPTIONS` with 2xx is taken
+    /// to support the creation extension only.
     func discover(_ endpoint: String, headers: [(name: String, value: String)], logger: Logger) async -> Result<TusCapabilities, TransportFailure> {
         let now = ContinuousClock.now
-        if let (known, at) = discovered.withLock({ $0[endpoint] }), now - at < .seconds(600) { return .success(known) }
+        let task = discovered.withLock { known -> Task<Result<TusCapabilities, TransportFailure>, Never> in
+            if let (task, at) = known[endpoint], now - at < .seconds(600) { return task }
+            let task = Task { await self.askCapabilities(endpoint, headers: headers, logger: logger) }
+            known[endpoint] = (task, now)
+            return task
+        }
+        let result = await task.value
+        if case .failure = result {
+            // Not remembered: the next upload asks again.
+            discovered.withLock { known in
+                if let (current, _) = known[endpoint], current == task { known[endpoint] = nil }
+            }
+        }
+        return result
+    }
+
+    private func askCapabilities(_ endpoint: String, headers: [(name: String, value: String)], logger: Logger) async -> Result<TusCapabilities, TransportFailure> {
         var all = headers
         all.append(("Tus-Resumable", Self.version))
         var capabilities = TusCapabilities()
@@ -336,13 +353,12 @@ public final class TusClient: Sendable {
                 "max_size": "\(capabilities.maxSize.map(String.init) ?? "-")",
                 "checksums": "\(capabilities.checksumAlgorithms.sorted().joined(separator: ","))",
             ])
+            return .success(capabilities)
         case .failed(let failure, _):
             return .failure(failure)
         case .cancelled:
             return .failure(TransportFailure(kind: .other, message: "cancelled"))
         }
-        discovered.withLock { $0[endpoint] = (capabilities, now) }
-        return .success(capabilities)
     }
 
     func protocolHeaders(_ transfer: TusTransfer) -> [(name: String, value: String)] {

@@ -37,6 +37,8 @@ public struct TusStats: Decodable, Sendable {
     /// Requests by method: OPTIONS, POST, HEAD, PATCH, DELETE.
     public var counts: [String: Int]
     public var cuts: Int
+    /// PATCH requests `--stall-at` stopped reading (0 or 1).
+    public var stalls: Int
     public var requests: [Request]
     public var uploads: [Upload]
     public var completed: [Completed]
@@ -58,15 +60,16 @@ public final class TusServer: @unchecked Sendable {
     }
 
     /// Starts the server storing uploads in `filesDirectory` and waits for its listening line.
-    public static func start(filesDirectory: String, cutAt: Int? = nil) async throws -> TusServer {
-        try await TusServer(filesDirectory: filesDirectory, cutAt: cutAt)
+    public static func start(filesDirectory: String, cutAt: Int? = nil, stallAt: Int? = nil) async throws -> TusServer {
+        try await TusServer(filesDirectory: filesDirectory, cutAt: cutAt, stallAt: stallAt)
     }
 
-    public init(filesDirectory: String, cutAt: Int? = nil) async throws {
+    public init(filesDirectory: String, cutAt: Int? = nil, stallAt: Int? = nil) async throws {
         self.filesDirectory = filesDirectory
         let explicit = ProcessInfo.processInfo.environment["FERRY_TEST_PYTHON"]
         let arguments = (explicit == nil ? ["python3"] : []) + [Self.script, "--files", filesDirectory]
             + (cutAt.map { ["--cut-at", String($0)] } ?? [])
+            + (stallAt.map { ["--stall-at", String($0)] } ?? [])
         child = try ChildProcess(executable: PythonReceiver.python, arguments: arguments, logPath: filesDirectory + ".log")
         let line: String
         do {
@@ -101,6 +104,12 @@ public final class TusServer: @unchecked Sendable {
         } catch {
             throw TestFailure("the tus server's stats did not decode (\(error)): \(body)")
         }
+    }
+
+    /// Makes the server give up on the request `stallAt` stalled (its client is taken as gone): the
+    /// server keeps the bytes it read.
+    public func release() throws {
+        _ = try tusHTTPGet(port: port, path: "/__release")
     }
 
     /// SIGTERM, then wait for exit.

@@ -2,7 +2,7 @@
 """A real tus 1.0 server for Ferry's integration tests: tuspyserver 4.4.3 (a FastAPI router) under
 uvicorn, behind a small TCP proxy in the same process that can cut one upload's connection.
 
-    tus_server.py --files DIR [--port N] [--prefix /files] [--cut-at BYTES]
+    tus_server.py --files DIR [--port N] [--prefix /files] [--cut-at BYTES] [--stall-at BYTES]
 
 Prints one JSON line once both listeners are up, the endpoint clients use (the proxy's port):
 
@@ -87,6 +87,7 @@ class Proxy:
     def __init__(self, backend_port):
         self.backend_port = backend_port
         self.pairs = {}
+        self.clients_gone = set()
 
     async def handle(self, client_reader, client_writer):
         try:
@@ -96,12 +97,17 @@ class Proxy:
             return
         key = upstream_writer.get_extra_info("sockname")[1]
         self.pairs[key] = (client_writer, upstream_writer)
+
+        async def from_client():
+            await pipe(client_reader, upstream_writer, client_writer)
+            # The client is gone (or done sending): a stalled request notices by this.
+            self.clients_gone.add(key)
+
         try:
-            await asyncio.gather(
-                pipe(client_reader, upstream_writer, client_writer),
-                pipe(upstream_reader, client_writer, upstream_writer))
+            await asyncio.gather(from_client(), pipe(upstream_reader, client_writer, upstream_writer))
         finally:
             self.pairs.pop(key, None)
+            self.clients_gone.discard(key)
             for writer in (client_writer, upstream_writer):
                 writer.close()
 
@@ -143,8 +149,11 @@ class Harness:
     """ASGI middleware around the FastAPI app: counts requests and PATCH bytes, makes the cut,
     and answers GET /__stats."""
 
-    def __init__(self, app, files_dir, cut_at, proxy):
+    def __init__(self, app, files_dir, cut_at, proxy, stall_at=None):
         self.app, self.files_dir, self.cut_at, self.proxy = app, files_dir, cut_at, proxy
+        self.stall_at = stall_at
+        self.stalls = 0
+        self.released = asyncio.Event()
         self.patch_bytes = 0
         self.post_bytes = 0
         self.counts = {method: 0 for method in METHODS}
@@ -157,6 +166,10 @@ class Harness:
             return await self.app(scope, receive, send)
         if scope["path"] == "/__stats":
             return await self.send_stats(send)
+        if scope["path"] == "/__release":
+            self.released.set()
+            await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"2")]})
+            return await send({"type": "http.response.body", "body": b"{}"})
         headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in scope["headers"]}
         method = headers.get("x-http-method-override", scope["method"]).strip().upper()
         self.counts[method] = self.counts.get(method, 0) + 1
@@ -171,6 +184,17 @@ class Harness:
         async def counting_receive():
             if entry["cut"]:
                 return {"type": "http.disconnect"}
+            if entry.get("stalled"):
+                # Read nothing more (the client's writes block) until the client goes away.
+                key = scope["client"][1]
+                # A client killed mid-request while the server is not reading cannot close its
+                # connection (its FIN waits behind unsent data), so a test says when to give up on
+                # it: GET /__release, as a real server would after a keepalive or read timeout.
+                while key in self.proxy.pairs and key not in self.proxy.clients_gone and not self.released.is_set():
+                    await asyncio.sleep(0.02)
+                self.proxy.cut(key)
+                print(f"tus_server: gave up on the stalled client of {scope['path']}", file=sys.stderr, flush=True)
+                return {"type": "http.disconnect"}
             message = await receive()
             if message["type"] != "http.request":
                 return message
@@ -183,6 +207,14 @@ class Harness:
                 self.cuts += 1
                 self.proxy.cut(scope["client"][1])
                 print(f"tus_server: cut {scope['path']} at byte {offset + entry['bodyBytes'] + len(body)}",
+                      file=sys.stderr, flush=True)
+            if method == "PATCH" and self.stall_at is not None and self.stalls == 0 and offset is not None \
+                    and not entry["cut"] and offset + entry["bodyBytes"] + len(body) >= self.stall_at:
+                body = body[:max(0, self.stall_at - offset - entry["bodyBytes"])]
+                message = {"type": "http.request", "body": body, "more_body": True}
+                entry["stalled"] = True
+                self.stalls += 1
+                print(f"tus_server: stalled {scope['path']} at byte {offset + entry['bodyBytes'] + len(body)}",
                       file=sys.stderr, flush=True)
             entry["bodyBytes"] += len(body)
             if method == "PATCH":
@@ -207,6 +239,7 @@ class Harness:
             "postBytes": self.post_bytes,
             "counts": self.counts,
             "cuts": self.cuts,
+            "stalls": self.stalls,
             "requests": self.requests,
             "uploads": [{k: u[k] for k in ("id", "name", "size", "offset")} for u in uploads],
             "completed": [{k: u[k] for k in ("id", "name", "size", "sha256")} for u in uploads if u["complete"]],
@@ -266,7 +299,7 @@ async def serve(options):
     backend.bind(("127.0.0.1", 0))
     backend.listen(128)
     proxy = Proxy(backend.getsockname()[1])
-    harness = Harness(app, options.files, options.cut_at, proxy)
+    harness = Harness(app, options.files, options.cut_at, proxy, options.stall_at)
     config = uvicorn.Config(harness, http="h11", loop="asyncio", lifespan="off", access_log=False,
                             log_level="warning", timeout_graceful_shutdown=2)
     server = uvicorn.Server(config)
@@ -288,6 +321,9 @@ def main():
     arguments.add_argument("--prefix", default="/files", help="the mount path of the tus endpoint")
     arguments.add_argument("--cut-at", type=int, default=None, metavar="BYTES",
                            help="reset the first PATCH that takes an upload to byte BYTES, once")
+    arguments.add_argument("--stall-at", type=int, default=None, metavar="BYTES",
+                           help="stop reading the first PATCH that takes an upload to byte BYTES, once, until its "
+                                "client goes away (for killing the client mid-upload)")
     arguments.add_argument("--max-size", type=int, default=128849018880)
     arguments.add_argument("--days-to-keep", type=int, default=5)
     options = arguments.parse_args()

@@ -1,0 +1,184 @@
+import FerryQueue
+import FerryTestSupport
+import Foundation
+import Testing
+
+/// `protocol = "tus"` against a real tus 1.0 server: tuspyserver 4.4.3 (FastAPI, under uvicorn),
+/// behind a proxy in `Tests/Servers/tus_server.py` that can cut or stall one PATCH.
+@Suite("tus uploads through the real ferryd against tuspyserver", .serialized)
+struct TusProtocolTests {
+    /// Runs `body` with a tus server (stopped afterwards) and a ferryd whose one spool sends to it.
+    func withTus(
+        cutAt: Int? = nil, stallAt: Int? = nil, endpointSuffix: String = "/", options: [String] = [],
+        fields: [String] = [], retry: [String]? = nil, _ body: (DaemonHarness, TusServer) async throws -> Void
+    ) async throws {
+        let directory = try TemporaryDirectory("ferry-tus")
+        let server = try await TusServer.start(filesDirectory: directory.url("files"), cutAt: cutAt, stallAt: stallAt)
+        do {
+            let spool = TestSpool(options: ["protocol = \"tus\""] + options, fields: fields, retry: retry)
+            try await withDaemonHarness(spools: [spool], url: server.url + endpointSuffix) { harness in
+                do {
+                    try await body(harness, server)
+                } catch {
+                    throw TestFailure("\(error)\n--- tus server ---\n\(server.log)\n--- ferryd ---\n\(harness.daemon?.log ?? "")")
+                }
+            }
+        } catch {
+            try? await server.stop()
+            throw error
+        }
+        try await server.stop()
+    }
+
+    func waitForCompleted(_ count: Int, on server: TusServer, timeout: Duration = .seconds(60)) async throws -> TusStats {
+        var last: TusStats?
+        try await waitUntil("\(count) complete uploads on the tus server (have \(last?.completed.count ?? 0))", timeout: timeout) {
+            last = try await server.stats()
+            return last!.completed.count >= count
+        }
+        return last!
+    }
+
+    @Test("Files of every size arrive whole, with filename, filetype and the configured fields as metadata")
+    func delivers() async throws {
+        try await withTus(fields: ["camera = \"north {filename}\""]) { harness, server in
+            try await harness.start()
+            let files: [(String, Int)] = [("clip.mp4", 5 << 20), ("note.txt", 100_000), ("empty.json", 0)]
+            var contents: [String: [UInt8]] = [:]
+            for (index, (name, size)) in files.enumerated() {
+                contents[name] = pseudoRandomBytes(size, seed: UInt64(index + 70))
+                try harness.drop(name, contents[name]!)
+            }
+            let stats = try await waitForCompleted(files.count, on: server)
+            try await harness.waitForQuiet()
+            for done in stats.completed {
+                let name = try #require(done.name)
+                #expect(done.sha256 == sha256Hex(contents[name]!), "\(name) arrived changed")
+                #expect(done.size == contents[name]!.count)
+            }
+            #expect(Set(stats.completed.compactMap(\.name)) == Set(contents.keys))
+            #expect(stats.counts["OPTIONS"] == 1, "capabilities are discovered once per endpoint")
+            #expect(stats.counts["POST"] == 3)
+            // creation-with-upload: the 100 kB file travels in its creation request; the 5 MiB one
+            // sends its first 4 MiB there and the rest with one PATCH.
+            #expect(stats.counts["PATCH"] == 1)
+            #expect(stats.postBytes + stats.patchBytes == (5 << 20) + 100_000)
+            let metadata = try String(contentsOfFile: server.filesDirectory + "/" + #require(stats.completed.first { $0.name == "clip.mp4" }).id + ".info", encoding: .utf8)
+            #expect(metadata.contains("video/mp4"))
+            #expect(metadata.contains("north clip.mp4"))
+            for job in try await jobs(harness) {
+                #expect(job.state == .done)
+                #expect(job.upload?.offset == job.identity.size)
+                #expect(job.attempts == 1)
+            }
+            for name in contents.keys { #expect(!fileExists(harness.spoolPath() + "/" + name)) }
+            let show = try await harness.ctl("show", try #require(try await jobs(harness).first { $0.displayPath == "clip.mp4" }).id.rawValue, "--json")
+            #expect((try show.json()["job"] as? [String: Any])?["confirmed_bytes"] as? Int == 5 << 20, "\(show)")
+        }
+    }
+
+    @Test("A connection cut at 60% of 64 MiB resumes: the server receives the file once, not 160%")
+    func resumesAfterCut() async throws {
+        let size = 64 << 20
+        let cut = size * 6 / 10
+        try await withTus(cutAt: cut) { harness, server in
+            try await harness.start()
+            let bytes = pseudoRandomBytes(size, seed: 64)
+            try harness.drop("video.bin", bytes)
+            let stats = try await waitForCompleted(1, on: server)
+            try await harness.waitForQuiet()
+            #expect(stats.cuts == 1)
+            #expect(stats.completed.first?.sha256 == sha256Hex(bytes))
+            let received = stats.postBytes + stats.patchBytes
+            #expect(received >= size)
+            #expect(received <= size + size / 100, "the server read \(received) bytes for a \(size)-byte file")
+            #expect(stats.counts["POST"] == 1, "the upload was resumed, not created again")
+            #expect(stats.counts["HEAD"] == 1, "the resume asked the server for its offset")
+            let job = try #require(try await jobs(harness).first)
+            #expect(job.state == .done)
+            #expect(job.attempts == 2)
+            let tries = try await attempts(harness, job)
+            #expect(tries.first?.outcome == .retry)
+            #expect(tries.last?.outcome == .success)
+            #expect(tries.last.map { $0.bytesSent <= Int64(size - cut) } == true, "the second attempt sent only the remainder")
+        }
+    }
+
+    @Test("kill -9 of ferryd at 60% of 64 MiB, then a restart, resumes from the server's offset")
+    func resumesAfterKill() async throws {
+        let size = 64 << 20
+        let stall = size * 6 / 10
+        // Without the trailing slash tuspyserver answers OPTIONS with 405: Ferry falls back to the
+        // creation extension alone, so the whole file goes in one PATCH.
+        try await withTus(stallAt: stall, endpointSuffix: "") { harness, server in
+            try await harness.start()
+            let bytes = pseudoRandomBytes(size, seed: 65)
+            try harness.drop("archive.tar", bytes)
+            try await waitUntil("the server to stall the upload at 60%") { try await server.stats().stalls == 1 }
+            try await harness.kill9()
+            // The server keeps what it read once it gives up on the dead client.
+            try server.release()
+            try await waitUntil("the server to record the partial upload") {
+                try await server.stats().uploads.first?.offset == stall
+            }
+            let before = try #require(try await jobs(harness).first)
+            #expect(before.upload?.url.isEmpty == false, "the upload URL was in the queue before the kill")
+            try await harness.start()
+            let stats = try await waitForCompleted(1, on: server)
+            try await harness.waitForQuiet()
+            #expect(stats.completed.first?.sha256 == sha256Hex(bytes))
+            let received = stats.postBytes + stats.patchBytes
+            #expect(received == size, "the server read \(received) bytes for a \(size)-byte file")
+            #expect(stats.counts["POST"] == 1)
+            let job = try #require(try await jobs(harness).first)
+            #expect(job.state == .done)
+            #expect(job.attempts == 1, "the attempt cut by the crash does not count")
+            #expect(job.upload?.offset == Int64(size))
+        }
+    }
+
+    @Test("chunk_size splits the upload into PATCH requests of at most that size")
+    func chunks() async throws {
+        try await withTus(options: ["chunk_size = \"1MiB\""]) { harness, server in
+            try await harness.start()
+            let bytes = pseudoRandomBytes((3 << 20) + 5, seed: 66)
+            try harness.drop("scan.pdf", bytes)
+            let stats = try await waitForCompleted(1, on: server)
+            try await harness.waitForQuiet()
+            #expect(stats.completed.first?.sha256 == sha256Hex(bytes))
+            // The first MiB with the creation request, then three PATCHes (1 MiB, 1 MiB, 5 bytes).
+            #expect(stats.counts["PATCH"] == 3)
+            #expect(stats.requests.allSatisfy { $0.bodyBytes <= 1 << 20 })
+        }
+    }
+
+    @Test("cancel of a job whose upload is on the server deletes it there (termination)")
+    func cancelTerminates() async throws {
+        let size = 16 << 20
+        // The stall holds the upload at half; a hold stops it there (the server keeps the half).
+        try await withTus(stallAt: size / 2) { harness, server in
+            try await harness.start()
+            try harness.drop("big.bin", pseudoRandomBytes(size, seed: 67))
+            try await waitUntil("the server to stall the upload") { try await server.stats().stalls == 1 }
+            let held = try await harness.ctl("hold", try #require(try await jobs(harness).first).id.rawValue)
+            #expect(held.status == 0, "\(held)")
+            try await waitUntil("the job to be held") { try await jobs(harness).first?.state == .held }
+            try server.release()
+            try await waitUntil("the server to record the partial upload") { try await server.stats().uploads.first?.offset == size / 2 }
+            try await waitUntil("the job to be held with its upload on record") {
+                let job = try await jobs(harness).first
+                return job?.state == .held && job?.upload != nil
+            }
+            let job = try #require(try await jobs(harness).first)
+            let shown = try await harness.ctl("show", job.id.rawValue)
+            #expect(shown.stdout.contains("confirmed"), "\(shown)")
+            let result = try await harness.ctl("cancel", job.id.rawValue)
+            #expect(result.status == 0, "\(result)")
+            try await waitUntil("the DELETE to reach the server") { try await server.stats().counts["DELETE"] == 1 }
+            try await waitUntil("the server to forget the upload") { try await server.stats().uploads.isEmpty }
+            let cancelled = try #require(try await jobs(harness).first)
+            #expect(cancelled.state == .cancelled)
+            #expect(fileExists(harness.spoolPath() + "/.failed/big.bin"), "a cancelled file is moved aside, never deleted")
+        }
+    }
+}
