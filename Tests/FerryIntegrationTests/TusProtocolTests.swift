@@ -90,6 +90,7 @@ struct TusProtocolTests {
             #expect(stats.cuts == 1)
             #expect(stats.completed.first?.sha256 == sha256Hex(bytes))
             let received = stats.postBytes + stats.patchBytes
+            print("tus, cut at 60% of 64 MiB: the server read \(received) bytes for \(size) (\(received - size) re-sent)")
             #expect(received >= size)
             #expect(received <= size + size / 100, "the server read \(received) bytes for a \(size)-byte file")
             #expect(stats.counts["POST"] == 1, "the upload was resumed, not created again")
@@ -98,6 +99,7 @@ struct TusProtocolTests {
             #expect(job.state == .done)
             #expect(job.attempts == 2)
             let tries = try await attempts(harness, job)
+            print("tus, cut at 60%: ferryd handed \(tries.map(\.bytesSent)) bytes to the connection per attempt")
             #expect(tries.first?.outcome == .retry)
             #expect(tries.last?.outcome == .success)
             #expect(tries.last.map { $0.bytesSent <= Int64(size - cut) } == true, "the second attempt sent only the remainder")
@@ -128,6 +130,7 @@ struct TusProtocolTests {
             try await harness.waitForQuiet()
             #expect(stats.completed.first?.sha256 == sha256Hex(bytes))
             let received = stats.postBytes + stats.patchBytes
+            print("tus, kill -9 at 60% of 64 MiB: the server read \(received) bytes for \(size) (\(received - size) re-sent)")
             #expect(received == size, "the server read \(received) bytes for a \(size)-byte file")
             #expect(stats.counts["POST"] == 1)
             let job = try #require(try await jobs(harness).first)
@@ -179,6 +182,24 @@ struct TusProtocolTests {
             let cancelled = try #require(try await jobs(harness).first)
             #expect(cancelled.state == .cancelled)
             #expect(fileExists(harness.spoolPath() + "/.failed/big.bin"), "a cancelled file is moved aside, never deleted")
+        }
+    }
+
+    @Test("For comparison: multipart cut at 60% of 64 MiB sends the whole file again (160%)")
+    func multipartStartsOver() async throws {
+        let size = 64 << 20
+        let cut = Int64(size * 6 / 10)
+        let first = Counter()
+        try await withDaemonHarness(plan: { _ in first.next() == 0 ? .reset(afterBytes: cut) : .store() }) { harness in
+            try await harness.start()
+            let bytes = pseudoRandomBytes(size, seed: 64)
+            try harness.drop("video.bin", bytes)
+            try await harness.waitForAccepted(1)
+            try await harness.waitForQuiet()
+            let received = harness.receiver.requests.reduce(Int64(0)) { $0 + $1.bodyBytes }
+            print("multipart, cut at 60% of 64 MiB: the server read \(received) body bytes for \(size) (\(received - Int64(size)) more)")
+            #expect(harness.receiver.acceptedRequests.first?.files.first?.sha256 == sha256Hex(bytes))
+            #expect(received >= Int64(size) + cut, "a multipart POST cannot resume: the cut 60% is sent again")
         }
     }
 }
