@@ -378,9 +378,9 @@ public final class TusClient: Sendable {
             checksumAlgorithms: list("Tus-Checksum-Algorithm"))
     }
 
-    /// `filename ZmlsZS50eHQ=,filetype dGV4dC9wbGFpbg==`.
+    /// `filename ZmlsZS50eHQ=,filetype dGV4dC9wbGFpbg==`; an empty value is sent as the key alone.
     public static func encodeMetadata(_ pairs: [(key: String, value: String)]) -> String {
-        pairs.map { "\($0.key) \(Data($0.value.utf8).base64EncodedString())" }.joined(separator: ",")
+        pairs.map { $0.value.isEmpty ? $0.key : "\($0.key) \(Data($0.value.utf8).base64EncodedString())" }.joined(separator: ",")
     }
 
     /// Whether `key` may be an `Upload-Metadata` key: ASCII, no spaces or commas, not empty.

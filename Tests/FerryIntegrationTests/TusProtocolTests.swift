@@ -1,4 +1,5 @@
 import FerryQueue
+import FerryReceiver
 import FerryTestSupport
 import Foundation
 import Testing
@@ -200,6 +201,92 @@ struct TusProtocolTests {
             print("multipart, cut at 60% of 64 MiB: the server read \(received) body bytes for \(size) (\(received - Int64(size)) more)")
             #expect(harness.receiver.acceptedRequests.first?.files.first?.sha256 == sha256Hex(bytes))
             #expect(received >= Int64(size) + cut, "a multipart POST cannot resume: the cut 60% is sent again")
+        }
+    }
+
+    @Test("With a scripted tus server: sha1 checksums, 460 and 409 handled, a relative Location resolved")
+    func scriptedServer() async throws {
+        let size = 300_000
+        let patches = Counter()
+        let bytes = pseudoRandomBytes(size, seed: 68)
+        let tus = HeaderField(name: "Tus-Resumable", value: "1.0.0")
+        try await withDaemonHarness(spools: [TestSpool(options: ["protocol = \"tus\""])], plan: { info in
+            switch info.method {
+            case "OPTIONS":
+                return .respond(status: 204, headers: [
+                    tus, HeaderField(name: "Tus-Version", value: "1.0.0"),
+                    HeaderField(name: "Tus-Extension", value: "creation,checksum,termination,expiration"),
+                    HeaderField(name: "Tus-Checksum-Algorithm", value: "md5,sha1"),
+                ])
+            case "POST":
+                return .respond(status: 201, headers: [tus, HeaderField(name: "Location", value: "/files/abc")])
+            case "HEAD":
+                return .respond(status: 200, headers: [
+                    tus, HeaderField(name: "Upload-Offset", value: "0"), HeaderField(name: "Upload-Length", value: String(size)),
+                ])
+            default:
+                switch patches.next() {
+                case 0: return .respond(status: 460, headers: [tus])
+                case 1: return .respond(status: 409, headers: [tus])
+                default: return .respond(status: 204, headers: [tus, HeaderField(name: "Upload-Offset", value: String(size))])
+                }
+            }
+        }) { harness in
+            try await harness.start()
+            try harness.drop("scan.tiff", bytes)
+            try await waitUntil("the job to be done") { try await jobs(harness).first?.state == .done }
+            let requests = harness.receiver.requests
+            #expect(requests.map(\.method) == ["OPTIONS", "POST", "PATCH", "HEAD", "PATCH", "HEAD", "PATCH"])
+            let post = try #require(requests.first { $0.method == "POST" })
+            #expect(post.header("Upload-Length") == String(size))
+            #expect(post.header("Tus-Resumable") == "1.0.0")
+            #expect(post.header("Upload-Metadata") == "filename \(Data("scan.tiff".utf8).base64EncodedString()),filetype \(Data("image/tiff".utf8).base64EncodedString())")
+            for patch in requests where patch.method == "PATCH" {
+                #expect(patch.uri == "/files/abc", "the relative Location is resolved against the endpoint")
+                #expect(patch.header("Upload-Offset") == "0")
+                #expect(patch.header("Content-Type") == "application/offset+octet-stream")
+                #expect(patch.header("Upload-Checksum") == "sha1 " + sha1Base64(bytes))
+                #expect(patch.bodyBytes == Int64(size))
+            }
+            let job = try #require(try await jobs(harness).first)
+            #expect(job.attempts == 1, "460 and 409 are handled within the attempt")
+            #expect(job.upload?.offset == Int64(size))
+        }
+    }
+
+    @Test("An upload past its Upload-Expires, or that the server lost, starts over with a new one")
+    func expiredAndLost() async throws {
+        let size = 200_000
+        let posts = Counter()
+        let tus = HeaderField(name: "Tus-Resumable", value: "1.0.0")
+        let bytes = pseudoRandomBytes(size, seed: 69)
+        try await withDaemonHarness(spools: [TestSpool(options: ["protocol = \"tus\""])], plan: { info in
+            switch info.method {
+            case "OPTIONS":
+                return .respond(status: 204, headers: [tus, HeaderField(name: "Tus-Extension", value: "creation,expiration")])
+            case "POST":
+                let n = posts.next()
+                // The first upload expires at once; the second is lost (404 on HEAD); the third works.
+                return .respond(status: 201, headers: [
+                    tus, HeaderField(name: "Location", value: "/unused/\(n)"),
+                ] + (n == 0 ? [HeaderField(name: "Upload-Expires", value: "Wed, 25 Jun 2014 16:00:00 GMT")] : []))
+            case "HEAD":
+                return .respond(status: 404, headers: [tus])
+            default:
+                if info.uri.hasSuffix("/0") { return .reset(afterBytes: 1000) }
+                if info.uri.hasSuffix("/1") { return .reset(afterBytes: 1000) }
+                return .respond(status: 204, headers: [tus, HeaderField(name: "Upload-Offset", value: String(size))])
+            }
+        }) { harness in
+            try await harness.start()
+            try harness.drop("a.bin", bytes)
+            try await waitUntil("the job to be done", timeout: .seconds(30)) { try await jobs(harness).first?.state == .done }
+            let requests = harness.receiver.requests.map { "\($0.method) \($0.uri)" }
+            #expect(requests == [
+                "OPTIONS /upload/test", "POST /upload/test", "PATCH /unused/0",      // cut; the upload then expired
+                "POST /upload/test", "PATCH /unused/1",                              // cut; HEAD says it is gone
+                "HEAD /unused/1", "POST /upload/test", "PATCH /unused/2",
+            ], "\(requests)")
         }
     }
 }
