@@ -162,6 +162,11 @@ final class LoadContext {
         "after_upload", "sent_directory", "failed_directory", "fields", "headers", "retry", "ca_file",
         "connect_timeout", "no_progress_timeout",
     ]
+    /// Headers of the tus protocol (refused in a tus spool's headers: they would contradict Ferry's).
+    static let tusHeaders: Set<String> = [
+        "tus-resumable", "upload-offset", "upload-length", "upload-metadata", "upload-checksum", "upload-concat",
+        "upload-defer-length", "x-http-method-override",
+    ]
     static let retryKeys: Set<String> = ["initial_delay", "max_delay", "max_attempts", "max_age"]
 
     /// Headers Ferry sets itself; configuring them would corrupt the request.
@@ -327,6 +332,8 @@ final class LoadContext {
                     report(keyPath, "\"\(key)\" is not a valid header name")
                 } else if Self.reservedHeaders.contains(key.lowercased()) {
                     report(keyPath, "header \(key) is set by Ferry and cannot be configured")
+                } else if uploadProtocol == .tus && Self.tusHeaders.contains(key.lowercased()) {
+                    report(keyPath, "header \(key) is part of the tus protocol, which Ferry speaks itself; remove it")
                 }
                 guard checkHeaderText(text, what: "the header value", at: keyPath, allowEmpty: true) else { continue }
                 if case .success(let template) = parseTemplate(text, at: keyPath, allowPlaceholders: false),

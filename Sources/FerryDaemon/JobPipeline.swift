@@ -1,3 +1,4 @@
+import Crypto
 import FerryConfig
 import FerryMultipart
 import FerryQueue
@@ -358,24 +359,34 @@ final class JobPipeline: Sendable {
     private func sendTus(
         _ job: Job, from source: SourceFile, spool: SpoolRuntime, log: Logger
     ) async throws -> (Delivery, ResumableUpload?) {
-        let latest = Mutex(job.upload)
+        // An upload made for another endpoint (the spool's URL changed since) is not continued.
+        let endpointKey = SHA256.hash(data: Data(spool.url.utf8)).prefix(8).map { String(format: "%02x", $0) }.joined()
+        let known = job.upload.flatMap { $0.endpointKey == endpointKey ? $0 : nil }
+        let latest = Mutex(known)
         let filename = job.baseName
-        var metadata: [(key: String, value: String)] = [
-            ("filename", filename), ("filetype", spool.configuration.fileContentType ?? MediaType.forFilename(filename)),
-        ]
-        for field in spool.configuration.fields {
-            metadata.append((field.name, BodyBuilder.render(field.value, job: job, status: source.status, digest: { [source] in
-                (try? BodyBuilder.sha256(of: source.descriptor.descriptor, length: source.status.size, path: job.displayPath, isCancelled: { false })) ?? ""
-            })))
+        let contentType = spool.configuration.fileContentType ?? MediaType.forFilename(filename)
+        let fields = spool.configuration.fields
+        let metadata: @Sendable () async throws -> [(key: String, value: String)] = { [io] in
+            var pairs: [(key: String, value: String)] = [("filename", filename), ("filetype", contentType)]
+            guard !fields.isEmpty else { return pairs }
+            let needsDigest = fields.contains { $0.value.placeholders.contains(.sha256) }
+            let digest = needsDigest ? try await io.run { flag in
+                try BodyBuilder.sha256(of: source.descriptor.descriptor, length: source.status.size, path: job.displayPath,
+                                       isCancelled: { flag.isCancelled })
+            } : ""
+            for field in fields {
+                pairs.append((field.name, BodyBuilder.render(field.value, job: job, status: source.status, digest: { digest })))
+            }
+            return pairs
         }
         let transfer = TusTransfer(
             endpoint: spool.url, headers: spool.headers, metadata: metadata, path: source.procPath, source: source.status,
             chunkSize: spool.configuration.chunkSize,
-            state: job.upload.map { TusUploadState(url: $0.url, offset: $0.offset, expires: $0.expires) },
+            state: known.map { TusUploadState(url: $0.url, offset: $0.offset, expires: $0.expires) },
             idempotencyKey: job.id.rawValue)
-        activity.sending(job, total: job.identity.size, confirmed: job.upload?.offset)
+        activity.sending(job, total: job.identity.size, confirmed: known?.offset)
         let outcome = try await spool.tus.send(transfer, logger: log, record: { [store, activity] state in
-            let upload = state.map { ResumableUpload(url: $0.url, offset: $0.offset, expires: $0.expires) }
+            let upload = state.map { ResumableUpload(url: $0.url, offset: $0.offset, expires: $0.expires, endpointKey: endpointKey) }
             try await store.recordUpload(job, upload, now: Date())
             latest.withLock { $0 = upload }
             activity.confirmed(job, upload?.offset ?? 0)

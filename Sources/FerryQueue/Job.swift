@@ -71,11 +71,15 @@ public struct ResumableUpload: Sendable, Hashable, Codable {
     /// Bytes the server confirmed (`Upload-Offset`).
     public var offset: Int64
     public var expires: Date?
+    /// Names the endpoint that created the upload (a digest, as the endpoint may hold a secret):
+    /// after the spool's URL changes, the upload is not continued.
+    public var endpointKey: String?
 
-    public init(url: String, offset: Int64, expires: Date? = nil) {
+    public init(url: String, offset: Int64, expires: Date? = nil, endpointKey: String? = nil) {
         self.url = url
         self.offset = offset
         self.expires = expires
+        self.endpointKey = endpointKey
     }
 }
 
@@ -190,7 +194,8 @@ public struct Job: Sendable, Hashable, FetchableRecord, MutablePersistableRecord
         if let url = row["upload_url"] as String? {
             upload = ResumableUpload(
                 url: url, offset: row["upload_offset"] ?? 0,
-                expires: (row["upload_expires"] as Double?).map(Date.init(timeIntervalSince1970:)))
+                expires: (row["upload_expires"] as Double?).map(Date.init(timeIntervalSince1970:)),
+                endpointKey: row["upload_endpoint"])
         }
     }
 
@@ -223,6 +228,7 @@ public struct Job: Sendable, Hashable, FetchableRecord, MutablePersistableRecord
         container["upload_url"] = upload?.url
         container["upload_offset"] = upload?.offset
         container["upload_expires"] = upload?.expires?.timeIntervalSince1970
+        container["upload_endpoint"] = upload?.endpointKey
     }
 
     public mutating func didInsert(_ inserted: InsertionSuccess) {

@@ -225,6 +225,10 @@ extension JobStore {
                 throw ReopenError.notFailed(job.state)
             }
             current.state = .queued
+            if current.identity != identity {
+                // A different file now: a resumable upload of the old bytes must not be continued.
+                current.upload = nil
+            }
             current.identity = identity
             current.heldAt = nil
             current.finishedAt = nil

@@ -184,6 +184,7 @@ public final class JobStore: Sendable {
                 ALTER TABLE job ADD COLUMN upload_url TEXT;
                 ALTER TABLE job ADD COLUMN upload_offset INTEGER;
                 ALTER TABLE job ADD COLUMN upload_expires REAL;
+                ALTER TABLE job ADD COLUMN upload_endpoint TEXT;
                 """)
         }
         return migrator
@@ -476,8 +477,8 @@ public final class JobStore: Sendable {
     public func recordUpload(_ job: Job, _ upload: ResumableUpload?, now: Date) async throws {
         try await write { db in
             try db.execute(
-                sql: "UPDATE job SET upload_url = ?, upload_offset = ?, upload_expires = ?, updated_at = ? WHERE seq = ?",
-                arguments: [upload?.url, upload?.offset, upload?.expires?.timeIntervalSince1970,
+                sql: "UPDATE job SET upload_url = ?, upload_offset = ?, upload_expires = ?, upload_endpoint = ?, updated_at = ? WHERE seq = ?",
+                arguments: [upload?.url, upload?.offset, upload?.expires?.timeIntervalSince1970, upload?.endpointKey,
                             now.timeIntervalSince1970, job.sequence])
         }
     }

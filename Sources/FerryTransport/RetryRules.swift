@@ -13,8 +13,9 @@ public enum AttemptVerdict: Sendable, Equatable {
 /// Ferry's retry rules, kept apart from the transport so they read as a table and test as one.
 public enum RetryRules {
     /// Statuses that mean "try again later": 408 Request Timeout, 425 Too Early, 429 Too Many Requests,
+    /// 423 Locked (WebDAV, tus servers: the resource is busy, e.g. with an earlier request),
     /// 500 Internal Server Error, 502 Bad Gateway, 503 Service Unavailable, 504 Gateway Timeout.
-    public static let retryableStatuses: Set<Int> = [408, 425, 429, 500, 502, 503, 504]
+    public static let retryableStatuses: Set<Int> = [408, 423, 425, 429, 500, 502, 503, 504]
 
     /// The verdict for an HTTP response.
     public static func verdict(status: Int, retryAfter: String?, now: Date = Date()) -> AttemptVerdict {

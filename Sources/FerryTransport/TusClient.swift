@@ -2,6 +2,7 @@ import Crypto
 import FerrySystem
 import Foundation
 import Logging
+import NIOPosix
 import Synchronization
 
 #if canImport(Glibc)
@@ -47,8 +48,9 @@ public struct TusTransfer: Sendable {
     public var endpoint: String
     /// Configured headers (values may be secrets).
     public var headers: [(name: String, value: String)]
-    /// `Upload-Metadata` pairs; `filename` and `filetype` first. Values are base64-encoded on the wire.
-    public var metadata: [(key: String, value: String)]
+    /// `Upload-Metadata` pairs, `filename` and `filetype` first (values are base64-encoded on the
+    /// wire); asked for only when an upload is created.
+    public var metadata: @Sendable () async throws -> [(key: String, value: String)]
     /// A path that opens the file (ferryd passes `/proc/self/fd/N` of the descriptor it opened
     /// safely); every open is checked against ``source``.
     public var path: String
@@ -62,7 +64,8 @@ public struct TusTransfer: Sendable {
     public var idempotencyKey: String
 
     public init(
-        endpoint: String, headers: [(name: String, value: String)], metadata: [(key: String, value: String)], path: String,
+        endpoint: String, headers: [(name: String, value: String)],
+        metadata: @escaping @Sendable () async throws -> [(key: String, value: String)], path: String,
         source: FileStatus, chunkSize: Int64?, state: TusUploadState?, idempotencyKey: String
     ) {
         self.endpoint = endpoint
@@ -122,11 +125,16 @@ public final class TusClient: Sendable {
     ) async throws -> TusOutcome {
         var sent: Int64 = 0
         var state = transfer.state
+        // Every byte confirmed already (a crash came between the last answer and the done record):
+        // nothing to ask, whatever the server has done with the upload since.
+        if let state, state.offset >= transfer.length {
+            return .completed(status: 204, headers: [], bytesSent: 0)
+        }
         let capabilities: TusCapabilities
         switch await discover(transfer.endpoint, headers: transfer.headers, logger: logger) {
         case .success(let found): capabilities = found
         case .failure(let failure):
-            return failure.kind == .other && Task.isCancelled ? .cancelled(bytesSent: 0) : .failed(failure, bytesSent: 0)
+            return Task.isCancelled ? .cancelled(bytesSent: 0) : .failed(failure, bytesSent: 0)
         }
         if let max = capabilities.maxSize, transfer.length > max {
             return .rejected("the file (\(transfer.length) bytes) is larger than the server accepts (Tus-Max-Size \(max))", bytesSent: 0)
@@ -134,56 +142,78 @@ public final class TusClient: Sendable {
         if let expires = state?.expires, expires <= Date() {
             logger.info("the server's upload has expired; starting a new one")
             state = nil
-            try await record(nil)
         }
         // Whether `state.offset` came from the server during this transfer (else ask with HEAD).
         var current = false
-        var conflicts = 0, checksumFailures = 0, restarts = 0
+        var creations = 0, checksumFailures = 0, idleAnswers = 0
+        // The offset a PATCH answered 409 at: if HEAD then reports the same offset, the server is
+        // busy with the upload (an earlier request still holds it), not at another offset.
+        var conflictAt: Int64?
 
         while true {
             if Task.isCancelled { return .cancelled(bytesSent: sent) }
             guard let upload = state else {
-                // Create the upload.
-                restarts += 1
-                if restarts > 3 {
+                // Create the upload. The old one, if any, stays on record until a new one exists.
+                creations += 1
+                if creations > 3 {
                     return .failed(TransportFailure(kind: .other, message: "the server kept losing the upload right after creating it"), bytesSent: sent)
                 }
                 var withBody: Int64 = 0
                 if capabilities.extensions.contains("creation-with-upload") {
-                    withBody = min(transfer.length, transfer.chunkSize ?? Self.creationBodyLimit, Self.creationBodyLimit)
+                    // The chosen request size when there is one (some servers require it), else at
+                    // most 4 MiB: a cut before the answer loses what was sent without a URL.
+                    withBody = min(transfer.length, transfer.chunkSize ?? Self.creationBodyLimit)
+                }
+                let metadata: [(key: String, value: String)]
+                do {
+                    metadata = try await transfer.metadata()
+                } catch {
+                    return Task.isCancelled ? .cancelled(bytesSent: sent)
+                        : .failed(TransportFailure(kind: .io, message: "cannot read the file for its metadata: \(error)"), bytesSent: sent)
                 }
                 var headers = protocolHeaders(transfer)
                 headers.append(("Upload-Length", String(transfer.length)))
-                headers.append(("Upload-Metadata", Self.encodeMetadata(transfer.metadata)))
+                headers.append(("Upload-Metadata", Self.encodeMetadata(metadata)))
                 let request: UploadRequest
                 if withBody > 0 {
-                    if capabilities.usesSHA1Checksums, let checksum = try? Self.sha1(transfer.path, source: transfer.source, range: 0..<withBody) {
-                        headers.append(("Upload-Checksum", "sha1 " + checksum))
+                    if capabilities.usesSHA1Checksums {
+                        switch await checksum(transfer, 0..<withBody) {
+                        case .success(let digest): headers.append(("Upload-Checksum", "sha1 " + digest))
+                        case .failure(let failure): return .failed(failure, bytesSent: sent)
+                        }
                     }
                     request = UploadRequest(
                         url: transfer.endpoint, method: "POST", headers: headers, bodyPath: transfer.path, bodyOffset: 0,
                         contentLength: withBody, contentType: "application/offset+octet-stream",
-                        idempotencyKey: transfer.idempotencyKey, expectedSource: transfer.source)
+                        idempotencyKey: creations == 1 && transfer.state == nil ? transfer.idempotencyKey : nil,
+                        expectedSource: transfer.source)
                 } else {
                     request = UploadRequest(
                         url: transfer.endpoint, method: "POST", headers: headers, bodyPath: nil, contentLength: 0,
-                        contentType: nil, idempotencyKey: transfer.idempotencyKey)
+                        contentType: nil, idempotencyKey: creations == 1 && transfer.state == nil ? transfer.idempotencyKey : nil)
                 }
                 switch await uploader.send(request, logger: logger, progress: progress) {
                 case .response(let status, let headers, let body, let bytes):
                     sent += bytes
-                    guard status == 201 || (200..<300).contains(status) else {
+                    guard (200..<300).contains(status) else {
                         return .response(status: status, headers: headers, body: body, bytesSent: sent, during: "creating the upload")
                     }
                     guard let location = Self.header("Location", in: headers),
                           let url = Self.resolve(location, against: transfer.endpoint) else {
                         return .failed(TransportFailure(kind: .other, message: "the server created the upload but sent no usable Location (\(status))"), bytesSent: sent)
                     }
-                    let offset = withBody > 0 ? (Self.header("Upload-Offset", in: headers).flatMap { Int64($0) }) : 0
-                    state = TusUploadState(url: url, offset: offset ?? 0, expires: Self.expiry(headers))
-                    current = offset != nil
+                    if transfer.endpoint.lowercased().hasPrefix("https:"), url.lowercased().hasPrefix("http:") {
+                        return .rejected("""
+                            the server created the upload at an http:// URL although the endpoint is https:// (a tus \
+                            server behind a TLS proxy that does not know it: tusd needs -behind-proxy and the proxy \
+                            X-Forwarded-Proto); Ferry does not send the file unencrypted
+                            """, bytesSent: sent)
+                    }
+                    let confirmed = Self.header("Upload-Offset", in: headers).flatMap { Int64($0) }
+                    state = TusUploadState(url: url, offset: min(confirmed ?? 0, transfer.length), expires: Self.expiry(headers))
+                    current = confirmed != nil || withBody == 0
                     try await record(state)
-                    logger.debug("tus upload created", metadata: ["offset": "\(offset ?? 0)"])
+                    logger.debug("tus upload created", metadata: ["offset": "\(confirmed ?? 0)"])
                 case .failed(let failure, let bytes):
                     return .failed(failure, bytesSent: sent + bytes)
                 case .cancelled(let bytes):
@@ -201,7 +231,6 @@ public final class TusClient: Sendable {
                     if [403, 404, 410].contains(status) {
                         logger.notice("the server no longer has the upload; starting a new one", metadata: ["status": "\(status)"])
                         state = nil
-                        try await record(nil)
                         continue
                     }
                     guard (200..<300).contains(status) else {
@@ -216,9 +245,15 @@ public final class TusClient: Sendable {
                                        metadata: ["offset": "\(offset)", "length": "\(length.map(String.init) ?? "-")"])
                         await terminate(upload.url, headers: transfer.headers, logger: logger)
                         state = nil
-                        try await record(nil)
                         continue
                     }
+                    if let at = conflictAt, offset == at {
+                        return .failed(TransportFailure(kind: .other, message: """
+                            the server reports the upload busy (409 at the offset it confirms): an earlier request \
+                            may still hold it
+                            """), bytesSent: sent)
+                    }
+                    conflictAt = nil
                     let updated = TusUploadState(url: upload.url, offset: offset, expires: Self.expiry(headers) ?? upload.expires)
                     if updated != upload { try await record(updated) }
                     state = updated
@@ -243,10 +278,9 @@ public final class TusClient: Sendable {
             var headers = protocolHeaders(transfer)
             headers.append(("Upload-Offset", String(upload.offset)))
             if capabilities.usesSHA1Checksums {
-                do {
-                    headers.append(("Upload-Checksum", "sha1 " + (try Self.sha1(transfer.path, source: transfer.source, range: upload.offset..<(upload.offset + length)))))
-                } catch {
-                    return .failed(TransportFailure(kind: error is SourceChanged ? .sourceChanged : .io, message: "cannot read the file for its checksum: \(error)"), bytesSent: sent)
+                switch await checksum(transfer, upload.offset..<(upload.offset + length)) {
+                case .success(let digest): headers.append(("Upload-Checksum", "sha1 " + digest))
+                case .failure(let failure): return .failed(failure, bytesSent: sent)
                 }
             }
             let request = UploadRequest(
@@ -259,26 +293,33 @@ public final class TusClient: Sendable {
                 sent += bytes
                 switch status {
                 case 200..<300:
-                    guard let offset = Self.header("Upload-Offset", in: headers).flatMap({ Int64($0) }) else {
-                        current = false  // ask, rather than assume
+                    let offset = Self.header("Upload-Offset", in: headers).flatMap { Int64($0) }
+                    guard let offset, offset > base, offset <= base + length else {
+                        // No offset, or one that did not move: ask rather than assume, a few times.
+                        idleAnswers += 1
+                        if idleAnswers > 2 {
+                            return .failed(TransportFailure(kind: .other, message: """
+                                the server answered \(status) to PATCH without taking the bytes (Upload-Offset \
+                                \(offset.map(String.init) ?? "missing"), expected more than \(base))
+                                """), bytesSent: sent)
+                        }
+                        current = false
                         continue
                     }
+                    idleAnswers = 0
+                    checksumFailures = 0
                     let updated = TusUploadState(url: upload.url, offset: offset, expires: Self.expiry(headers) ?? upload.expires)
                     try await record(updated)
                     state = updated
-                    if offset <= base { current = false }
-                    conflicts = 0
-                    checksumFailures = 0
                     if offset >= transfer.length {
                         return .completed(status: status, headers: headers, bytesSent: sent)
                     }
                 case 409:
-                    // Our offset is not the server's: ask again.
-                    conflicts += 1
-                    if conflicts > 3 {
-                        return .response(status: status, headers: headers, body: body, bytesSent: sent, during: "sending (the offset kept conflicting)")
-                    }
+                    // Our offset is not the server's, or the server is busy with the upload: ask.
+                    conflictAt = base
                     current = false
+                case 423:
+                    return .response(status: status, headers: headers, body: body, bytesSent: sent, during: "sending (the upload is locked)")
                 case 460:
                     checksumFailures += 1
                     logger.warning("the server found a checksum mismatch (460); sending the piece again")
@@ -286,10 +327,9 @@ public final class TusClient: Sendable {
                         return .failed(TransportFailure(kind: .other, message: "the server reported a checksum mismatch (460) three times in a row"), bytesSent: sent)
                     }
                     current = false
-                case 403, 404, 410:
+                case 404, 410:
                     logger.notice("the server no longer has the upload; starting a new one", metadata: ["status": "\(status)"])
                     state = nil
-                    try await record(nil)
                 default:
                     return .response(status: status, headers: headers, body: body, bytesSent: sent, during: "sending")
                 }
@@ -298,6 +338,17 @@ public final class TusClient: Sendable {
             case .cancelled(let bytes):
                 return .cancelled(bytesSent: sent + bytes)
             }
+        }
+    }
+
+    /// The base64 SHA-1 of a range of the file, computed off the concurrency pool.
+    private func checksum(_ transfer: TusTransfer, _ range: Range<Int64>) async -> Result<String, TransportFailure> {
+        do {
+            return .success(try await NIOThreadPool.singleton.runIfActive {
+                try Self.sha1(transfer.path, source: transfer.source, range: range)
+            })
+        } catch {
+            return .failure(TransportFailure(kind: error is SourceChanged ? .sourceChanged : .io, message: "cannot read the file for its checksum: \(error)"))
         }
     }
 
@@ -319,8 +370,8 @@ public final class TusClient: Sendable {
     }
 
     /// The server's capabilities, from `OPTIONS` (kept for ten minutes per endpoint; uploads that
-    /// start together share one request). A server that does not answer `OPTIONS` with 2xx is taken
-    /// to support the creation extension only.
+    /// start together share one request). A server that answers `OPTIONS` with a 4xx is taken to
+    /// support the creation extension only; a 5xx or no answer fails the attempt.
     func discover(_ endpoint: String, headers: [(name: String, value: String)], logger: Logger) async -> Result<TusCapabilities, TransportFailure> {
         let now = ContinuousClock.now
         let task = discovered.withLock { known -> Task<Result<TusCapabilities, TransportFailure>, Never> in
@@ -329,7 +380,7 @@ public final class TusClient: Sendable {
             known[endpoint] = (task, now)
             return task
         }
-        let result = await task.value
+        let result = await withTaskCancellationHandler { await task.value } onCancel: { task.cancel() }
         if case .failure = result {
             // Not remembered: the next upload asks again.
             discovered.withLock { known in
@@ -347,6 +398,9 @@ public final class TusClient: Sendable {
         case .response(let status, let headers, _, _):
             if (200..<300).contains(status) {
                 capabilities = Self.capabilities(from: headers)
+            } else if status >= 500 {
+                // A proxy's passing trouble, not the server's answer: do not remember it.
+                return .failure(TransportFailure(kind: .other, message: "the server answered OPTIONS with \(status)"))
             }
             logger.debug("tus server capabilities", metadata: [
                 "status": "\(status)", "extensions": "\(capabilities.extensions.sorted().joined(separator: ","))",

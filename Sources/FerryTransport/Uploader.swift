@@ -8,6 +8,10 @@ import NIOPosix
 import NIOSSL
 import _NIOFileSystem
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// How an ``Uploader`` connects: TLS trust and timeouts. One uploader (and so one connection pool)
 /// exists per distinct setting.
 public struct TransportSettings: Sendable, Hashable {
@@ -209,6 +213,11 @@ public final class Uploader: Sendable {
             }
             return try await exchange(http, counter: counter, watchdog: watchdog, logger: logger)
         }
+        if URL(string: request.url)?.scheme?.lowercased() == "http" {
+            // No TLS to encrypt the body in user space: the kernel sends it from the file (sendfile).
+            return try await executeFromFile(request, bodyPath: bodyPath, headers: http.headers, logger: logger,
+                                             counter: counter, watchdog: watchdog, progress: progress)
+        }
         let options = OpenOptions.Read(followSymbolicLinks: true, closeOnExec: true)
         return try await FileSystem.shared.withFileHandle(forReadingAt: FilePath(bodyPath), options: options) { file in
             if let expected = request.expectedSource {
@@ -238,6 +247,108 @@ public final class Uploader: Sendable {
             http.body = .stream(chunks, length: .known(request.contentLength))
             return try await exchange(http, counter: counter, watchdog: watchdog, logger: logger)
         }
+    }
+
+    /// How much of the body one `sendfile` write carries. The no-progress watchdog hears of a write
+    /// only when it completes, so this bounds how slow a link may be (256 KiB per minute) before it
+    /// counts as stalled.
+    static let regionLength: Int64 = 256 * 1024
+
+    /// Sends the body of a plain-HTTP request as file regions: NIO writes them with `sendfile(2)`,
+    /// so the bytes go from the page cache to the socket without passing through ferryd (HTTP/1.1;
+    /// with TLS, ``execute(_:logger:counter:watchdog:progress:)`` streams chunks instead).
+    private func executeFromFile(
+        _ request: UploadRequest, bodyPath: String, headers: HTTPHeaders, logger: Logger, counter: ByteCounter,
+        watchdog: ProgressWatchdog, progress: @escaping @Sendable (Int64) -> Void
+    ) async throws -> UploadResult {
+        let descriptor = open(bodyPath, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { throw IOError(errnoCode: errno, reason: "open \(bodyPath)") }
+        let file = NIOFileHandle(_deprecatedTakingOwnershipOfDescriptor: descriptor)
+        let writing = PendingWrites()
+        let result: Result<UploadResult, any Error>
+        do {
+            if let expected = request.expectedSource {
+                var st = stat()
+                guard fstat(descriptor, &st) == 0, FileStatus(st).isSameVersion(as: expected) else { throw SourceChanged() }
+            }
+            result = .success(try await sendRegions(
+                of: file, request, headers: headers, logger: logger, counter: counter, watchdog: watchdog,
+                progress: progress, writing: writing))
+        } catch {
+            result = .failure(error)
+        }
+        // Once the request has ended, NIO no longer writes from the file (a closed connection fails
+        // its pending writes), though AsyncHTTPClient may never complete the futures of writes it
+        // had not passed on: wait for them only briefly. Closing is safe even then: a region still
+        // queued finds its handle closed, not another file under a reused descriptor number.
+        if let done = writing.future {
+            let loop = done.eventLoop
+            let settled = loop.makePromise(of: Void.self)
+            let once = Once()
+            let settle: @Sendable () -> Void = { if once.first() { settled.succeed() } }
+            done.whenComplete { _ in settle() }
+            loop.scheduleTask(in: .seconds(1)) { settle() }
+            _ = try? await settled.futureResult.get()
+        }
+        Self.close(file)
+        return try result.get()
+    }
+
+    /// Closes a body file handle; if NIO is using it at this very moment, tries again shortly.
+    static func close(_ file: NIOFileHandle) {
+        do {
+            try file.close()
+        } catch {
+            Task.detached {
+                for _ in 0..<50 {
+                    try? await Task.sleep(for: .milliseconds(100))
+                    if (try? file.close()) != nil { return }
+                }
+            }
+        }
+    }
+
+    private func sendRegions(
+        of file: NIOFileHandle, _ request: UploadRequest, headers: HTTPHeaders, logger: Logger, counter: ByteCounter,
+        watchdog: ProgressWatchdog, progress: @escaping @Sendable (Int64) -> Void, writing: PendingWrites
+    ) async throws -> UploadResult {
+        let start = request.bodyOffset
+        let end = request.bodyOffset + request.contentLength
+        let body = HTTPClient.Body.stream(contentLength: request.contentLength) { writer in
+            @Sendable func write(from offset: Int64) -> EventLoopFuture<Void> {
+                let upTo = min(offset + Self.regionLength, end)
+                let written = writer.write(.fileRegion(FileRegion(fileHandle: file, readerIndex: Int(offset), endIndex: Int(upTo))))
+                return written.flatMap {
+                    watchdog.progressed()
+                    progress(counter.add(upTo - offset))
+                    guard upTo < end else { return written }
+                    // Through the loop's queue, so a chain of writes that complete at once does not
+                    // recurse, and the loop runs its other work between them.
+                    return written.eventLoop.submit {}.flatMap { write(from: upTo) }
+                }
+            }
+            let done = write(from: start)
+            writing.future = done
+            return done
+        }
+        var http = try HTTPClient.Request(url: request.url, method: HTTPMethod(rawValue: request.method), headers: headers, body: body)
+        http.headers.remove(name: "Content-Length")
+        let delegate = ResponseCollector(limit: Self.responseLimit, watchdog: watchdog)
+        let task = client.execute(request: http, delegate: delegate, deadline: nil, logger: logger)
+        do {
+            try await withTaskCancellationHandler {
+                try await task.futureResult.get()
+            } onCancel: {
+                task.cancel()
+            }
+        } catch {
+            // The status is in: the server has decided, whatever happened to the rest of the answer.
+            guard let answer = delegate.answer else { throw error }
+            logger.debug("reading the response body failed after the status arrived", metadata: ["error": "\(error)"])
+            return .response(status: answer.status, headers: answer.headers, body: answer.body, bytesSent: counter.value)
+        }
+        guard let answer = delegate.answer else { throw HTTPClientError.remoteConnectionClosed }
+        return .response(status: answer.status, headers: answer.headers, body: answer.body, bytesSent: counter.value)
     }
 
     /// Executes `http` and reads the answer.
@@ -311,6 +422,67 @@ public final class Uploader: Sendable {
         }
         return TransportFailure(kind: .other, message: "request to \(host) failed: \(error)")
     }
+}
+
+/// True the first time ``first()`` is called, false after.
+final class Once: Sendable {
+    private let fired = Mutex(false)
+    func first() -> Bool { fired.withLock { fired in defer { fired = true }; return !fired } }
+}
+
+/// The future of a body's last write, once the body is being written.
+final class PendingWrites: Sendable {
+    private let storage = Mutex<EventLoopFuture<Void>?>(nil)
+    var future: EventLoopFuture<Void>? {
+        get { storage.withLock { $0 } }
+        set { storage.withLock { $0 = newValue } }
+    }
+}
+
+/// Keeps a response's status, headers and first `limit` bytes (for the legacy AsyncHTTPClient API,
+/// which ``Uploader`` uses to send bodies with `sendfile`). An answer longer than 4 MiB is cut off:
+/// the connection is simply not reused.
+final class ResponseCollector: HTTPClientResponseDelegate, Sendable {
+    typealias Response = Void
+    struct Answer: Sendable {
+        var status: Int
+        var headers: [(name: String, value: String)]
+        var body: [UInt8]
+    }
+
+    private let limit: Int
+    private let watchdog: ProgressWatchdog
+    private let state = Mutex<(answer: Answer?, drained: Int)>((nil, 0))
+
+    init(limit: Int, watchdog: ProgressWatchdog) {
+        self.limit = limit
+        self.watchdog = watchdog
+    }
+
+    var answer: Answer? { state.withLock { $0.answer } }
+
+    func didSendRequestPart(task: HTTPClient.Task<Void>, _ part: IOData) { watchdog.progressed() }
+
+    func didReceiveHead(task: HTTPClient.Task<Void>, _ head: HTTPResponseHead) -> EventLoopFuture<Void> {
+        watchdog.progressed()
+        state.withLock { $0.answer = Answer(status: Int(head.status.code), headers: head.headers.map { (name: $0.name, value: $0.value) }, body: []) }
+        return task.eventLoop.makeSucceededVoidFuture()
+    }
+
+    func didReceiveBodyPart(task: HTTPClient.Task<Void>, _ buffer: ByteBuffer) -> EventLoopFuture<Void> {
+        watchdog.progressed()
+        let tooLong = state.withLock { state -> Bool in
+            if let count = state.answer?.body.count, count < limit {
+                state.answer?.body += buffer.readableBytesView.prefix(limit - count)
+            }
+            state.drained += buffer.readableBytes
+            return state.drained > 4 * 1024 * 1024
+        }
+        if tooLong { task.cancel() }
+        return task.eventLoop.makeSucceededVoidFuture()
+    }
+
+    func didFinishRequest(task: HTTPClient.Task<Void>) throws {}
 }
 
 /// The file at a request's `bodyPath` is not the expected version.

@@ -207,7 +207,7 @@ struct TusProtocolTests {
     @Test("With a scripted tus server: sha1 checksums, 460 and 409 handled, a relative Location resolved")
     func scriptedServer() async throws {
         let size = 300_000
-        let patches = Counter()
+        let patches = Counter(), heads = Counter()
         let bytes = pseudoRandomBytes(size, seed: 68)
         let tus = HeaderField(name: "Tus-Resumable", value: "1.0.0")
         try await withDaemonHarness(spools: [TestSpool(options: ["protocol = \"tus\""])], plan: { info in
@@ -221,8 +221,10 @@ struct TusProtocolTests {
             case "POST":
                 return .respond(status: 201, headers: [tus, HeaderField(name: "Location", value: "/files/abc")])
             case "HEAD":
+                // After the 409, the server turns out to hold the first 100,000 bytes.
                 return .respond(status: 200, headers: [
-                    tus, HeaderField(name: "Upload-Offset", value: "0"), HeaderField(name: "Upload-Length", value: String(size)),
+                    tus, HeaderField(name: "Upload-Offset", value: heads.next() == 0 ? "0" : "100000"),
+                    HeaderField(name: "Upload-Length", value: String(size)),
                 ])
             default:
                 switch patches.next() {
@@ -241,15 +243,17 @@ struct TusProtocolTests {
             #expect(post.header("Upload-Length") == String(size))
             #expect(post.header("Tus-Resumable") == "1.0.0")
             #expect(post.header("Upload-Metadata") == "filename \(Data("scan.tiff".utf8).base64EncodedString()),filetype \(Data("image/tiff".utf8).base64EncodedString())")
-            for patch in requests where patch.method == "PATCH" {
+            let patches = requests.filter { $0.method == "PATCH" }
+            for (index, patch) in patches.enumerated() {
+                let offset = index < 2 ? 0 : 100_000
                 #expect(patch.uri == "/files/abc", "the relative Location is resolved against the endpoint")
-                #expect(patch.header("Upload-Offset") == "0")
+                #expect(patch.header("Upload-Offset") == String(offset))
                 #expect(patch.header("Content-Type") == "application/offset+octet-stream")
-                #expect(patch.header("Upload-Checksum") == "sha1 " + sha1Base64(bytes))
-                #expect(patch.bodyBytes == Int64(size))
+                #expect(patch.header("Upload-Checksum") == "sha1 " + sha1Base64(Array(bytes[offset...])))
+                #expect(patch.bodyBytes == Int64(size - offset))
             }
             let job = try #require(try await jobs(harness).first)
-            #expect(job.attempts == 1, "460 and 409 are handled within the attempt")
+            #expect(job.attempts == 1, "460 and 409 (at another offset) are handled within the attempt")
             #expect(job.upload?.offset == Int64(size))
         }
     }
@@ -287,6 +291,36 @@ struct TusProtocolTests {
                 "POST /upload/test", "PATCH /unused/1",                              // cut; HEAD says it is gone
                 "HEAD /unused/1", "POST /upload/test", "PATCH /unused/2",
             ], "\(requests)")
+        }
+    }
+
+    @Test("A server that answers 409 at the offset it confirms, or 423, is busy with the upload: retried later, not failed")
+    func busyServer() async throws {
+        let patches = Counter()
+        let tus = HeaderField(name: "Tus-Resumable", value: "1.0.0")
+        let size = 50_000
+        try await withDaemonHarness(spools: [TestSpool(options: ["protocol = \"tus\""])], plan: { info in
+            switch info.method {
+            case "OPTIONS": return .respond(status: 204, headers: [tus, HeaderField(name: "Tus-Extension", value: "creation")])
+            case "POST": return .respond(status: 201, headers: [tus, HeaderField(name: "Location", value: "/files/busy")])
+            case "HEAD":
+                return .respond(status: 200, headers: [tus, HeaderField(name: "Upload-Offset", value: "0"), HeaderField(name: "Upload-Length", value: String(size))])
+            default:
+                switch patches.next() {
+                case 0: return .respond(status: 409, headers: [tus])
+                case 1: return .respond(status: 423, headers: [tus])
+                default: return .respond(status: 204, headers: [tus, HeaderField(name: "Upload-Offset", value: String(size))])
+                }
+            }
+        }) { harness in
+            try await harness.start()
+            try harness.drop("x.bin", pseudoRandomBytes(size, seed: 71))
+            try await waitUntil("the job to be done") { try await jobs(harness).first?.state == .done }
+            let job = try #require(try await jobs(harness).first)
+            #expect(job.attempts == 3, "two busy answers, each retried after a backoff")
+            let outcomes = try await attempts(harness, job).map(\.outcome)
+            #expect(outcomes == [.retry, .retry, .success])
+            #expect(harness.receiver.requests.filter { $0.method == "POST" }.count == 1, "the upload was kept, not created again")
         }
     }
 }
