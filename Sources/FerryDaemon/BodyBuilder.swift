@@ -29,8 +29,11 @@ struct BodyBuilder: Sendable {
     func path(for job: Job) -> String { "\(directory)/\(job.id.rawValue).body" }
 
     /// Builds the body from `source`, which must be the open file of version `status`.
+    /// `progress` is told of the body file as soon as it exists (its path, length and type) and
+    /// then of each advance of the bytes written, so that a sender can follow the build.
     func build(
-        job: Job, source: FileDescriptor, status: FileStatus, spool: SpoolConfiguration, isCancelled: () -> Bool = { false }
+        job: Job, source: FileDescriptor, status: FileStatus, spool: SpoolConfiguration, isCancelled: () -> Bool = { false },
+        progress: (BuiltBody, Int64) -> Void = { _, _ in }
     ) throws(MultipartError) -> BuiltBody {
         let filename = job.baseName
         let identity = FileIdentity(status)
@@ -49,9 +52,10 @@ struct BodyBuilder: Sendable {
         let body = try MultipartBody(boundary: try MultipartBoundary(job.boundary), parts: parts)
         let path = path(for: job)
         unlink(path)  // a body of an earlier version, if any
-        let written = try body.writeFile(at: FilePath(path), isCancelled: isCancelled)
+        let built = BuiltBody(path: path, contentLength: body.contentLength, contentType: body.contentType, identity: identity)
+        let written = try body.writeFile(at: FilePath(path), isCancelled: isCancelled, progress: { progress(built, $0) })
         precondition(written == body.contentLength, "multipart body length mismatch")
-        return BuiltBody(path: path, contentLength: body.contentLength, contentType: body.contentType, identity: identity)
+        return built
     }
 
     /// A field's value for one file, placeholders filled in. `digest` is asked only if `{sha256}` is used.

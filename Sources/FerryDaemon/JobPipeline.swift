@@ -219,11 +219,39 @@ final class JobPipeline: Sendable {
 
         // 1. Spool → body: a multipart snapshot in the state directory, or (put, tus) the file itself.
         let body: BuiltBody
-        let prepared: PreparedBody
-        do {
-            prepared = try await io.run { [job] flag in self.prepareBody(job, spool: spool, isCancelled: { flag.isCancelled }) }
-        } catch {
-            prepared = .interrupted
+        var prepared: PreparedBody
+        // multipart: the body is sent while it is being built (the sender never passes the builder,
+        // and the last bytes wait until the copy is known to match the file), so a large file costs
+        // about the longer of copying and sending, not their sum.
+        var building: Task<PreparedBody, Never>?
+        var growing: GrowingBody?
+        if spool.configuration.uploadProtocol == .multipart {
+            let start = BodyStart()
+            let task = Task { [io, job] in
+                do {
+                    return try await io.run { flag in self.prepareBody(job, spool: spool, isCancelled: { flag.isCancelled }, growing: start) }
+                } catch {
+                    start.fire(nil)
+                    return PreparedBody.interrupted
+                }
+            }
+            if let (built, body) = await withTaskCancellationHandler(operation: { await start.started() }, onCancel: { task.cancel() }) {
+                prepared = .ready(built)
+                building = task
+                growing = body
+            } else {
+                prepared = await task.value
+            }
+        } else {
+            do {
+                prepared = try await io.run { [job] flag in self.prepareBody(job, spool: spool, isCancelled: { flag.isCancelled }) }
+            } catch {
+                prepared = .interrupted
+            }
+        }
+        if let building, Task.isCancelled {
+            building.cancel()
+            prepared = await building.value
         }
         if case .localFailure = prepared {} else if let problem = problems.resolved(spool: job.spool, job: job.id.rawValue) {
             log.notice("uploads can be prepared again", metadata: [
@@ -278,9 +306,45 @@ final class JobPipeline: Sendable {
             let request = UploadRequest(
                 url: spool.url(for: job), method: spool.configuration.method, headers: spool.headers, bodyPath: body.path,
                 contentLength: body.contentLength, contentType: body.contentType, idempotencyKey: job.id.rawValue,
-                expectedSource: body.source?.status)
+                expectedSource: body.source?.status, growing: growing)
             activity.sending(job, total: body.contentLength)
-            delivery = Delivery(await spool.uploader.send(request, logger: log, progress: { [activity, job] sent in activity.progressed(job, sent: sent) }))
+            let sent = await withTaskCancellationHandler {
+                await spool.uploader.send(request, logger: log, progress: { [activity, job] sent in activity.progressed(job, sent: sent) })
+            } onCancel: { [building] in
+                building?.cancel()
+            }
+            delivery = Delivery(sent)
+        }
+        if let building {
+            // The build's outcome decides unless the server has answered 2xx (then it has the body,
+            // or accepted what it got) or the attempt was stopped.
+            if case .answered(let status, _, _, _, _) = delivery, (200..<300).contains(status) {
+                _ = await building.value
+            } else {
+                building.cancel()
+                let built = await building.value
+                switch (built, delivery) {
+                case (_, .cancelled), (.ready, _), (.interrupted, _):
+                    break  // the transport's outcome stands
+                case (.changed(let identity), _):
+                    try await changed(job, to: identity, spool: spool, log: log)
+                    return
+                case (.gone(let reason), _):
+                    forgetBody(of: job)
+                    let failed = try await records.fail(job, now: Date(), error: reason)
+                    log.warning("cannot upload the file", metadata: ["reason": "\(reason)"])
+                    await disposer.dispose(failed, spool: spool.configuration, files: spool.files)
+                    return
+                case (.localFailure(let reason), _):
+                    forgetBody(of: job)
+                    problems.report(spool: job.spool, job: job.id.rawValue, reason)
+                    let ceiling = min(spool.configuration.retry.maxDelay, .seconds(30)).seconds
+                    let next = Date().addingTimeInterval(Double.random(in: (ceiling / 2)...ceiling))
+                    try await records.finish(job, startedAt: startedAt, now: Date(), bytesSent: 0, transition: .interrupted(at: next, reason: reason))
+                    log.warning("cannot prepare the upload; will try again", metadata: ["error": "\(reason)"])
+                    return
+                }
+            }
         }
 
         // 3. Disposition.
@@ -512,7 +576,19 @@ final class JobPipeline: Sendable {
     /// body always matches the file as it is now. For put and tus the file is sent from its own bytes:
     /// the descriptor opened here (without following symlinks) stays open until the transfer ends.
     /// Blocking: runs on the ``BlockingIO`` pool.
-    func prepareBody(_ job: Job, spool: SpoolRuntime, isCancelled: () -> Bool) -> PreparedBody {
+    func prepareBody(_ job: Job, spool: SpoolRuntime, isCancelled: () -> Bool, growing: BodyStart? = nil) -> PreparedBody {
+        let prepared = prepareBody0(job, spool: spool, isCancelled: isCancelled, growing: growing)
+        if let growing {
+            switch prepared {
+            case .ready: growing.body?.finish()
+            default: growing.body?.fail(BodyStart.Abandoned())
+            }
+            growing.fire(nil)  // if the build ended before the body file existed
+        }
+        return prepared
+    }
+
+    private func prepareBody0(_ job: Job, spool: SpoolRuntime, isCancelled: () -> Bool, growing: BodyStart?) -> PreparedBody {
         let source: (descriptor: FileDescriptorBox, status: FileStatus)
         do {
             let (descriptor, status) = try spool.files.open(job.relativePath)
@@ -540,7 +616,9 @@ final class JobPipeline: Sendable {
         let built: BuiltBody
         do {
             built = try bodies.build(job: job, source: source.descriptor.descriptor, status: source.status,
-                                     spool: spool.configuration, isCancelled: isCancelled)
+                                     spool: spool.configuration, isCancelled: isCancelled, progress: { built, written in
+                                         growing?.advance(built, to: written)
+                                     })
         } catch {
             bodies.remove(for: job)
             switch error {
@@ -616,4 +694,57 @@ struct SourceFile: Sendable {
     let descriptor: FileDescriptorBox
     let status: FileStatus
     var procPath: String { descriptor.procPath }
+}
+
+/// Where a multipart build and its sender meet: the build announces the body file once it exists
+/// (``started()`` returns it with a ``GrowingBody`` to follow), then advances it; `nil` if the build
+/// ended first (a failure, or nothing to send).
+final class BodyStart: Sendable {
+    /// Why a growing body was abandoned (the pipeline learns the reason from the build's result).
+    struct Abandoned: Error {}
+
+    private let state = Mutex<(started: (BuiltBody, GrowingBody)??, waiter: CheckedContinuation<(BuiltBody, GrowingBody)?, Never>?)>((nil, nil))
+
+    /// The growing body, once started.
+    var body: GrowingBody? { state.withLock { $0.started??.1 } }
+
+    /// The build wrote `count` bytes of `built` (the first call starts the body).
+    func advance(_ built: BuiltBody, to count: Int64) {
+        let body = state.withLock { state -> GrowingBody? in
+            if case .some(.some(let started)) = state.started { return started.1 }
+            if case .some(.none) = state.started { return nil }
+            let body = GrowingBody(length: built.contentLength)
+            state.started = .some((built, body))
+            return body
+        }
+        body?.advance(to: count)
+        if let waiter = state.withLock({ state -> CheckedContinuation<(BuiltBody, GrowingBody)?, Never>? in
+            defer { state.waiter = nil }
+            return state.waiter
+        }), case .some(.some(let started)) = state.withLock({ $0.started }) {
+            waiter.resume(returning: started)
+        }
+    }
+
+    /// Ends the wait with `value` if the body has not started.
+    func fire(_ value: (BuiltBody, GrowingBody)?) {
+        let waiter = state.withLock { state -> CheckedContinuation<(BuiltBody, GrowingBody)?, Never>? in
+            if state.started == nil { state.started = .some(value) }
+            defer { state.waiter = nil }
+            return state.waiter
+        }
+        waiter?.resume(returning: state.withLock { $0.started ?? nil })
+    }
+
+    /// The body file and its growing view, or `nil` if the build ended before it existed.
+    func started() async -> (BuiltBody, GrowingBody)? {
+        await withCheckedContinuation { continuation in
+            let now = state.withLock { state -> (BuiltBody, GrowingBody)??? in
+                if let started = state.started { return .some(started) }
+                state.waiter = continuation
+                return nil
+            }
+            if let now { continuation.resume(returning: now ?? nil) }
+        }
+    }
 }

@@ -53,9 +53,12 @@ public struct MultipartBody: Sendable {
     /// - Parameter path: the output's path, used in error messages only.
     /// - Throws: ``MultipartError/sourceChanged(expected:actual:)`` if a file part's source is shorter
     ///   than planned, ``MultipartError/io(operation:path:errno:)`` if a write fails (e.g. `ENOSPC`).
+    /// `progress` hears how many bytes of the body are in place, as they are written (in order),
+    /// so a reader may follow the writer.
     @discardableResult
     public func write(
-        to output: FileDescriptor, path: String, copier: FileCopier = .automatic, isCancelled: () -> Bool = { false }
+        to output: FileDescriptor, path: String, copier: FileCopier = .automatic, isCancelled: () -> Bool = { false },
+        progress: (Int64) -> Void = { _ in }
     ) throws(MultipartError) -> Int64 {
         var offset: Int64 = 0
         var pending: [UInt8] = []  // framing bytes not yet written, coalesced into one write
@@ -66,6 +69,7 @@ public struct MultipartBody: Sendable {
             }
             offset += Int64(pending.count)
             pending.removeAll(keepingCapacity: true)
+            progress(offset)
         }
         for (part, header) in zip(parts, headers) {
             pending += Array("--\(boundary.value)\r\n".utf8)
@@ -76,7 +80,9 @@ public struct MultipartBody: Sendable {
             case .file(let source, let length):
                 try flush()
                 do {
-                    try copier.copy(from: source, length: length, to: output, at: offset, isCancelled: isCancelled)
+                    let start = offset
+                    try copier.copy(from: source, length: length, to: output, at: offset, kernelChunk: 8 << 20,
+                                    isCancelled: isCancelled, progress: { progress(start + $0) })
                 } catch {
                     switch error {
                     case .cancelled:
@@ -93,6 +99,7 @@ public struct MultipartBody: Sendable {
         }
         pending += Array("--\(boundary.value)--\r\n".utf8)
         try flush()
+        progress(offset)
         return offset
     }
 
@@ -101,7 +108,8 @@ public struct MultipartBody: Sendable {
     /// - Returns: the number of bytes written, equal to ``contentLength``.
     @discardableResult
     public func writeFile(
-        at path: FilePath, copier: FileCopier = .automatic, isCancelled: () -> Bool = { false }
+        at path: FilePath, copier: FileCopier = .automatic, isCancelled: () -> Bool = { false },
+        progress: (Int64) -> Void = { _ in }
     ) throws(MultipartError) -> Int64 {
         let descriptor: FileDescriptor
         do {
@@ -117,7 +125,7 @@ public struct MultipartBody: Sendable {
             if fchmod(descriptor.rawValue, 0o600) != 0 {
                 throw .io(operation: "chmod", path: path.string, errno: errno)
             }
-            return try write(to: descriptor, path: path.string, copier: copier, isCancelled: isCancelled)
+            return try write(to: descriptor, path: path.string, copier: copier, isCancelled: isCancelled, progress: progress)
         } catch {
             unlink(path.string)
             throw error

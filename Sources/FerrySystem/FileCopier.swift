@@ -26,10 +26,11 @@ public enum FileCopier: Sendable {
     static let bufferSize = 1 << 20
 
     /// Copies the first `length` bytes of `source` to `output` at offset `outputOffset`, checking
-    /// `isCancelled` between chunks (64 MiB in the kernel, 1 MiB otherwise).
+    /// `isCancelled` between chunks (`kernelChunk` in the kernel, 1 MiB otherwise) and telling
+    /// `progress` how many bytes are in place after each.
     public func copy(
         from source: FileDescriptor, length: Int64, to output: FileDescriptor, at outputOffset: Int64,
-        isCancelled: () -> Bool = { false }
+        kernelChunk: Int = 64 << 20, isCancelled: () -> Bool = { false }, progress: (Int64) -> Void = { _ in }
     ) throws(CopyError) {
         var copied: Int64 = 0
         if self == .automatic {
@@ -37,10 +38,11 @@ public enum FileCopier: Sendable {
             var outOffset = outputOffset
             kernel: while copied < length {
                 if isCancelled() { throw .cancelled }
-                let chunk = Int(min(length - copied, 64 << 20))
+                let chunk = Int(min(length - copied, Int64(kernelChunk)))
                 let count = cferry_copy_file_range(source.rawValue, &inOffset, output.rawValue, &outOffset, chunk)
                 if count > 0 {
                     copied += Int64(count)
+                    progress(copied)
                 } else if count == 0 {
                     // Some filesystems (FUSE, older overlayfs) answer 0 instead of an error; the
                     // read/write loop below tells a truly shorter file from that.
@@ -78,6 +80,7 @@ public enum FileCopier: Sendable {
                 throw .io(reading: false, errno: failure)
             }
             copied += Int64(count)
+            progress(copied)
         }
     }
 

@@ -50,11 +50,15 @@ public struct UploadRequest: Sendable {
     /// and modification time (a file sent from the spool itself, not from a snapshot: ferryd opens
     /// it without following symlinks and passes `/proc/self/fd/N`).
     public var expectedSource: FileStatus?
+    /// Set when the body file is still being written: bytes are sent only as they are in place.
+    public var growing: GrowingBody?
 
     public init(
         url: String, method: String, headers: [(name: String, value: String)], bodyPath: String?, bodyOffset: Int64 = 0,
-        contentLength: Int64, contentType: String?, idempotencyKey: String?, expectedSource: FileStatus? = nil
+        contentLength: Int64, contentType: String?, idempotencyKey: String?, expectedSource: FileStatus? = nil,
+        growing: GrowingBody? = nil
     ) {
+        self.growing = growing
         self.url = url
         self.method = method
         self.headers = headers
@@ -235,16 +239,32 @@ public final class Uploader: Sendable {
             let loops = eventLoops
             let handed = ByteCounter()
             let range = request.bodyOffset..<(request.bodyOffset + request.contentLength)
-            let chunks = file.readChunks(in: range, chunkLength: Self.chunkLength)
-                .map { buffer in
-                    watchdog.progressed()
-                    progress(counter.add(Int64(buffer.readableBytes)))
-                    if handed.add(1) % Int64(Self.chunksPerEventLoopBarrier) == 0 {
-                        for loop in loops { try? await loop.submit {}.get() }
-                    }
-                    return buffer
+            let handOver: @Sendable (ByteBuffer) async -> ByteBuffer = { buffer in
+                watchdog.progressed()
+                progress(counter.add(Int64(buffer.readableBytes)))
+                if handed.add(1) % Int64(Self.chunksPerEventLoopBarrier) == 0 {
+                    for loop in loops { try? await loop.submit {}.get() }
                 }
-            http.body = .stream(chunks, length: .known(request.contentLength))
+                return buffer
+            }
+            if let growing = request.growing {
+                // Read each chunk once the builder has written it.
+                let position = ByteCounter()
+                _ = position.add(range.lowerBound)
+                let chunks = AsyncThrowingStream<ByteBuffer, any Error>(unfolding: {
+                    let offset = position.value
+                    guard offset < range.upperBound else { return nil }
+                    let length = min(Int64(Self.chunkLength.bytes), range.upperBound - offset)
+                    try await growing.wait(until: offset + length)
+                    let chunk = try await file.readChunk(fromAbsoluteOffset: offset, length: .bytes(length))
+                    guard chunk.readableBytes > 0 else { throw SourceChanged() }
+                    _ = position.add(Int64(chunk.readableBytes))
+                    return chunk
+                })
+                http.body = .stream(chunks.map(handOver), length: .known(request.contentLength))
+            } else {
+                http.body = .stream(file.readChunks(in: range, chunkLength: Self.chunkLength).map(handOver), length: .known(request.contentLength))
+            }
             return try await exchange(http, counter: counter, watchdog: watchdog, logger: logger)
         }
     }
@@ -315,9 +335,17 @@ public final class Uploader: Sendable {
         let start = request.bodyOffset
         let end = request.bodyOffset + request.contentLength
         let body = HTTPClient.Body.stream(contentLength: request.contentLength) { writer in
+            let loop = self.eventLoops[0]
             @Sendable func write(from offset: Int64) -> EventLoopFuture<Void> {
                 let upTo = min(offset + Self.regionLength, end)
-                let written = writer.write(.fileRegion(FileRegion(fileHandle: file, readerIndex: Int(offset), endIndex: Int(upTo))))
+                let written: EventLoopFuture<Void>
+                if let growing = request.growing {
+                    written = growing.ready(until: upTo, on: loop).flatMap {
+                        writer.write(.fileRegion(FileRegion(fileHandle: file, readerIndex: Int(offset), endIndex: Int(upTo))))
+                    }
+                } else {
+                    written = writer.write(.fileRegion(FileRegion(fileHandle: file, readerIndex: Int(offset), endIndex: Int(upTo))))
+                }
                 return written.flatMap {
                     watchdog.progressed()
                     progress(counter.add(upTo - offset))

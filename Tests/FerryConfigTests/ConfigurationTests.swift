@@ -512,6 +512,8 @@ struct TemplateTests {
         #expect(issues(minimalSpool + "\nprotocol = \"tus\"\n[spool.fields]\n\"two words\" = \"b\"").first?.description.contains("cannot be a tus Upload-Metadata key") == true)
         #expect(issues(minimalSpool + "\nprotocol = \"tus\"\n[spool.fields]\nfilename = \"b\"").first?.description.contains("sent by Ferry itself") == true)
         #expect(issues(minimalSpool.replacingOccurrences(of: "/upload", with: "/{sha256}") + "\nprotocol = \"put\"").first?.description.contains("{sha256} cannot be used in a URL") == true)
+        #expect(issues(minimalSpool + "\nprotocol = \"tus\"\n[spool.headers]\nUpload-Metadata = \"x\"").first?.description.contains("part of the tus protocol") == true)
+        #expect(issues(minimalSpool + "\nprotocol = \"tus\"\n[spool.headers]\nX-HTTP-Method-Override = \"PATCH\"").first?.description.contains("part of the tus protocol") == true)
     }
 
     @Test("Sizes: bytes, KiB/MiB/GiB, kB/MB/GB")
