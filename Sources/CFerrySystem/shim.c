@@ -5,7 +5,12 @@
 #include <stdio.h>
 #include <string.h>
 #include <malloc.h>
+#include <fcntl.h>
 #include "CFerrySystem.h"
+
+int cferry_fallocate(int fd, int64_t len) {
+    return fallocate(fd, 0, 0, (off_t)len);
+}
 
 ssize_t cferry_copy_file_range(int fd_in, int64_t *off_in, int fd_out, int64_t *off_out, size_t len) {
     loff_t in = (loff_t)*off_in, out = (loff_t)*off_out;

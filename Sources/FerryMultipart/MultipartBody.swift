@@ -1,3 +1,4 @@
+import CFerrySystem
 import FerrySystem
 import SystemPackage
 
@@ -124,6 +125,12 @@ public struct MultipartBody: Sendable {
             // The mode is 0600 regardless of the umask: only the daemon's user may read a body.
             if fchmod(descriptor.rawValue, 0o600) != 0 {
                 throw .io(operation: "chmod", path: path.string, errno: errno)
+            }
+            // Reserve the whole body first: a full disk shows now, before a sender following the
+            // build (ferryd overlaps the two) has put a byte on the wire, not half-way through.
+            if contentLength > 0, cferry_fallocate(descriptor.rawValue, contentLength) != 0,
+               [ENOSPC, EDQUOT, EFBIG].contains(errno) {
+                throw .io(operation: "write", path: path.string, errno: errno)
             }
             return try write(to: descriptor, path: path.string, copier: copier, isCancelled: isCancelled, progress: progress)
         } catch {

@@ -334,8 +334,8 @@ public final class Uploader: Sendable {
     ) async throws -> UploadResult {
         let start = request.bodyOffset
         let end = request.bodyOffset + request.contentLength
+        let loop = client.eventLoopGroup.next()
         let body = HTTPClient.Body.stream(contentLength: request.contentLength) { writer in
-            let loop = self.eventLoops[0]
             @Sendable func write(from offset: Int64) -> EventLoopFuture<Void> {
                 let upTo = min(offset + Self.regionLength, end)
                 let written: EventLoopFuture<Void>
@@ -362,7 +362,10 @@ public final class Uploader: Sendable {
         var http = try HTTPClient.Request(url: request.url, method: HTTPMethod(rawValue: request.method), headers: headers, body: body)
         http.headers.remove(name: "Content-Length")
         let delegate = ResponseCollector(limit: Self.responseLimit, watchdog: watchdog)
-        let task = client.execute(request: http, delegate: delegate, deadline: nil, logger: logger)
+        // The request, its connection and the body's readiness all on one loop: a body that becomes
+        // ready on another loop let the answer overtake the end of the body, and the connection was
+        // never given back to the pool.
+        let task = client.execute(request: http, delegate: delegate, eventLoop: .delegateAndChannel(on: loop), deadline: nil, logger: logger)
         do {
             try await withTaskCancellationHandler {
                 try await task.futureResult.get()

@@ -15,6 +15,10 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+/// fallocate(2) with mode 0: reserves `len` bytes of `fd` from offset 0. Returns 0 or -1 with
+/// errno (EOPNOTSUPP where the filesystem cannot; unlike posix_fallocate, never writes zeros).
+int cferry_fallocate(int fd, int64_t len);
+
 /// copy_file_range(2): copies `len` bytes from `fd_in` at `*off_in` to `fd_out` at `*off_out`
 /// inside the kernel (reflinks on filesystems that support it).
 ssize_t cferry_copy_file_range(int fd_in, int64_t *off_in, int fd_out, int64_t *off_out, size_t len);
