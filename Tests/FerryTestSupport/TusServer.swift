@@ -120,36 +120,9 @@ public final class TusServer: @unchecked Sendable {
     }
 }
 
-/// `GET path` on 127.0.0.1:`port` with `Connection: close`; the body of a 200 answer.
+/// `GET path` on 127.0.0.1:`port`; the body of a 200 answer.
 private func tusHTTPGet(port: Int, path: String) throws -> String {
-    let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-    guard descriptor >= 0 else { throw TestFailure("socket: \(String(cString: strerror(errno)))") }
-    defer { close(descriptor) }
-    var timeout = timeval(tv_sec: 30, tv_usec: 0)
-    setsockopt(descriptor, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    address.sin_port = UInt16(port).bigEndian
-    let connected = withUnsafePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-    }
-    guard connected == 0 else { throw TestFailure("connect 127.0.0.1:\(port): \(String(cString: strerror(errno)))") }
-    let request = Array("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nConnection: close\r\n\r\n".utf8)
-    guard request.withUnsafeBytes({ send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }) == request.count else {
-        throw TestFailure("send: \(String(cString: strerror(errno)))")
-    }
-    var received: [UInt8] = []
-    var buffer = [UInt8](repeating: 0, count: 65536)
-    while true {
-        let count = buffer.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, 0) }
-        if count == 0 { break }
-        guard count > 0 else { throw TestFailure("recv from the tus server: \(String(cString: strerror(errno)))") }
-        received += buffer[0..<count]
-    }
-    let text = String(decoding: received, as: UTF8.self)
-    guard text.hasPrefix("HTTP/1.1 200"), let end = text.range(of: "\r\n\r\n") else {
-        throw TestFailure("GET \(path) from the tus server: \(text)")
-    }
-    return String(text[end.upperBound...])
+    let answer = try httpRequest(port: port, path: path)
+    guard answer.status == 200 else { throw TestFailure("GET \(path) from the tus server: \(answer)") }
+    return answer.body
 }
