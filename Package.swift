@@ -7,8 +7,11 @@
 //   FerrySpool      finds files in spool directories (inotify + rescans)      spool
 //   FerryQueue      the durable job queue in SQLite (GRDB)                    queue
 //   FerryMultipart  the RFC 7578 multipart/form-data body encoder             body
-//   FerryTransport  sends a body over HTTP(S) (AsyncHTTPClient), retry rules  transport
-//   FerryDaemon     composes the above: scheduler, pipeline, disposition      disposition
+//   FerryDelivery   every decision about a job, pure: the attempt decision,   decide
+//                   retry rules, backoff, the tus upload machine
+//   FerryTransport  sends requests over HTTP(S) (AsyncHTTPClient), tus shell  transport
+//   FerryDaemon     composes the above: scheduler, pipeline, senders,         disposition
+//                   disposition
 //
 // FerryControl is the control protocol (NDJSON over a Unix socket) shared by ferryd and ferryctl.
 // FerryConfig parses ferry.toml; FerryReceiver is a loopback multipart receiver used by
@@ -49,6 +52,7 @@ let package = Package(
             name: "FerrySystem",
             dependencies: [
                 "CFerrySystem",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),
@@ -62,7 +66,6 @@ let package = Package(
         .target(
             name: "FerryConfig",
             dependencies: [
-                "FerryMultipart",
                 .product(name: "TOMLKit", package: "TOMLKit"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SystemPackage", package: "swift-system"),
@@ -85,8 +88,19 @@ let package = Package(
             ]
         ),
         .target(
+            name: "FerryDelivery",
+            dependencies: [
+                "FerryConfig",
+                "FerryQueue",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ]
+        ),
+        .target(
             name: "FerryTransport",
             dependencies: [
+                "FerryDelivery",
+                "FerryQueue",
                 "FerrySystem",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
@@ -124,11 +138,11 @@ let package = Package(
                 "FerryControl",
                 "FerrySystem",
                 "FerryConfig",
+                "FerryDelivery",
                 "FerryMultipart",
                 "FerryQueue",
                 "FerrySpool",
                 "FerryTransport",
-                "FerryReceiver",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -189,6 +203,10 @@ let package = Package(
                 "FerryMultipart",
                 .product(name: "MultipartKit", package: "multipart-kit"),
             ]
+        ),
+        .testTarget(
+            name: "FerryDeliveryTests",
+            dependencies: ["FerryDelivery", "FerryQueue", "FerryConfig"]
         ),
         .testTarget(
             name: "FerryConfigTests",

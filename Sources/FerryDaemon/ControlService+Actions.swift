@@ -1,5 +1,6 @@
 import FerryConfig
 import FerryControl
+import FerryDelivery
 import FerryMultipart
 import FerryQueue
 import FerrySpool
@@ -72,7 +73,7 @@ extension ControlService {
             if let cancelled = try await store.job(sequence: job.sequence ?? -1), cancelled.state == .cancelled, cancelled.disposedAt == nil,
                !pipeline.isActive(cancelled), let spool = pipeline.spools[cancelled.spool] {
                 await pipeline.disposer.dispose(cancelled, spool: spool.configuration, files: spool.files)
-                await pipeline.terminateUpload(of: cancelled, spool: spool, log: logger)
+                await spool.sender.endUpload(of: cancelled, logger: logger)
             }
             return state
         case .retry:

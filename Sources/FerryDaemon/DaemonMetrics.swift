@@ -1,5 +1,6 @@
 import CoreMetrics
 import FerryControl
+import FerryDelivery
 import FerryQueue
 import Foundation
 import Prometheus
@@ -7,16 +8,6 @@ import Prometheus
 /// How an upload attempt ended, as `ferry_uploads_total{outcome}` and `ferry_upload_bytes_total{outcome}`
 /// count it. One attempt is one request (or the try to send one); work that ends before a request
 /// is made (the file vanished or changed, the body could not be built) is not an attempt here.
-enum AttemptOutcome: String, CaseIterable, Sendable {
-    /// The server answered 2xx.
-    case delivered
-    /// The attempt failed (a retryable status, a network error, no progress) and the job will be retried.
-    case retry
-    /// The server rejected the file, or the job ran out of attempts or `max_age`: the job failed.
-    case failed
-    /// Stopped before an answer: shutdown, or an operator's hold or cancel.
-    case interrupted
-}
 
 /// Ferry's metrics, in the Prometheus text format, for `ferryctl metrics` and `GET /metrics`.
 ///

@@ -59,14 +59,15 @@ public final class FerryDaemon: Service, Sendable {
 
         let uploaders = UploaderPool()
         defer { uploaders.shutdown() }
-        let registry = SpoolRegistry(try uploaders.runtimes(for: configuration))
+        let io = BlockingIO(threads: configuration.maxConcurrentUploads)
+        let parts = SenderParts(store: store, bodies: BodyBuilder(directory: state.bodiesPath), io: io)
+        let registry = SpoolRegistry(try uploaders.runtimes(for: configuration, parts: parts))
         let runtime = DaemonRuntime(configuration: configuration)
         let problems = LocalProblems()
         let intake = Intake(store: store, logger: logger, problems: problems)
-        let io = BlockingIO(threads: configuration.maxConcurrentUploads)
         let activity = ActiveJobs()
         let pipeline = JobPipeline(
-            store: store, bodies: BodyBuilder(directory: state.bodiesPath), spools: registry, activity: activity, logger: logger, io: io,
+            store: store, bodies: parts.bodies, spools: registry, activity: activity, logger: logger, io: io,
             problems: problems,
             requeue: { spool, path in
                 guard let runtime = registry[spool], let status = runtime.files.status(path), status.kind == .regular else { return }
@@ -160,7 +161,7 @@ public final class FerryDaemon: Service, Sendable {
                 runtime.setReloader { reason in
                     notifier.reloading()
                     do {
-                        let result = try await self.reload(runtime: runtime, registry: registry, uploaders: uploaders, scheduler: scheduler,
+                        let result = try await self.reload(runtime: runtime, registry: registry, uploaders: uploaders, parts: parts, scheduler: scheduler,
                                                            startWatcher: { startWatcher.yield(($0, {})) }, reason: reason)
                         notifier.ready(status: await reporter.summary() ?? "configuration reloaded")
                         return result
@@ -198,7 +199,7 @@ public final class FerryDaemon: Service, Sendable {
     /// removed, changed), `max_concurrent_uploads`, `rescan_interval` and `shutdown_timeout`. An
     /// invalid file changes nothing. Uploads in flight finish with the settings they started with.
     private func reload(
-        runtime: DaemonRuntime, registry: SpoolRegistry, uploaders: UploaderPool, scheduler: Scheduler,
+        runtime: DaemonRuntime, registry: SpoolRegistry, uploaders: UploaderPool, parts: SenderParts, scheduler: Scheduler,
         startWatcher: @Sendable (SpoolWatcher) -> Void, reason: String
     ) async throws -> ReloadResult {
         let old = runtime.configuration
@@ -211,7 +212,7 @@ public final class FerryDaemon: Service, Sendable {
         }
         let runtimes: [String: SpoolRuntime]
         do {
-            runtimes = try uploaders.runtimes(for: new)
+            runtimes = try uploaders.runtimes(for: new, parts: parts)
         } catch {
             throw ControlError(.invalidConfiguration, "\(error); the running configuration stays")
         }
@@ -260,7 +261,7 @@ final class UploaderPool: Sendable {
     private let uploaders = Mutex<[TransportSettings: Uploader]>([:])
 
     /// The spools' run-time parts, creating the uploaders they need.
-    func runtimes(for configuration: FerryConfiguration) throws(DaemonError) -> [String: SpoolRuntime] {
+    func runtimes(for configuration: FerryConfiguration, parts: SenderParts) throws(DaemonError) -> [String: SpoolRuntime] {
         var spools: [String: SpoolRuntime] = [:]
         for spool in configuration.spools {
             let settings = TransportSettings(caFile: spool.caFile, connectTimeout: spool.connectTimeout, noProgressTimeout: spool.noProgressTimeout)
@@ -275,7 +276,7 @@ final class UploaderPool: Sendable {
             } catch {
                 throw .other("spool \(spool.name): cannot set up TLS: \(error)")
             }
-            spools[spool.name] = SpoolRuntime(configuration: spool, uploader: uploader)
+            spools[spool.name] = SpoolRuntime(configuration: spool, uploader: uploader, parts: parts)
         }
         return spools
     }

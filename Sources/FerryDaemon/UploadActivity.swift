@@ -1,15 +1,9 @@
 import FerryControl
+import FerryDelivery
 import FerryQueue
 import Foundation
 import Synchronization
 
-/// What an operator asked of a job that is being processed.
-enum Intervention: Sendable, Equatable {
-    /// Stop the upload and put the job on hold.
-    case hold(reason: String)
-    /// Stop the upload and cancel the job.
-    case cancel(reason: String)
-}
 
 /// The jobs being processed right now: their progress (for `status`, `show` and `watch`), the task
 /// doing the work (so an operator can stop it), and what the operator asked for.

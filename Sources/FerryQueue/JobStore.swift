@@ -310,7 +310,7 @@ public final class JobStore: Sendable {
     // MARK: - Outcomes
 
     /// How an attempt changes its job.
-    public enum Transition: Sendable {
+    public enum Transition: Sendable, Equatable {
         /// The server accepted the file; the source's disposition is still to be applied.
         case succeeded(status: Int, body: [UInt8], contentType: String?)
         /// Retry no earlier than `at`.

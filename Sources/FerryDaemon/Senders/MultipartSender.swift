@@ -1,0 +1,106 @@
+import FerryConfig
+import FerryDelivery
+import FerryQueue
+import FerrySystem
+import FerryTransport
+import Logging
+
+/// `protocol = "multipart"`: an RFC 7578 form (the configured fields, then the file) built as a
+/// snapshot in `state_directory/bodies` and sent while it is being built. The sender never passes
+/// the builder, and the last bytes wait until the copy is known to match the file, so a large file
+/// costs about the longer of copying and sending, and a server never gets a body made from a
+/// changing file.
+struct MultipartSender: Sender {
+    let configuration: SpoolConfiguration
+    let endpoint: Endpoint
+    let uploader: Uploader
+    let bodies: BodyBuilder
+    let io: BlockingIO
+
+    /// How a build ended.
+    enum BuildOutcome: Sendable {
+        case built(BuiltBody)
+        /// The build did not finish: why, as a report (stopped, the file changed, local trouble).
+        case stopped(AttemptReport)
+    }
+
+    func send(_ job: Job, from source: SourceFile, tracker: UploadTracker, logger: Logger) async throws -> SendResult {
+        let start = BodyStart()
+        let building = Task { [io] in
+            do {
+                return try await io.run { flag in self.build(job, from: source, isCancelled: { flag.isCancelled }, start: start) }
+            } catch {
+                start.fire(nil)
+                return BuildOutcome.stopped(.stopped)
+            }
+        }
+        let started = await withTaskCancellationHandler { await start.started() } onCancel: { building.cancel() }
+        let body: BuiltBody
+        let growing: GrowingBody?
+        if let (built, following) = started {
+            (body, growing) = (built, following)
+        } else {
+            // The build ended before the body file existed.
+            switch await building.value {
+            case .built(let built): (body, growing) = (built, nil)
+            case .stopped(let report): return SendResult(report: report, requested: false)
+            }
+        }
+        if Task.isCancelled {
+            building.cancel()
+            _ = await building.value
+            return SendResult(report: .stopped, requested: false)
+        }
+        let request = UploadRequest(
+            url: endpoint.url, method: configuration.method, headers: endpoint.headers, bodyPath: body.path,
+            contentLength: body.contentLength, contentType: body.contentType, idempotencyKey: job.id.rawValue, growing: growing)
+        tracker.sending(total: body.contentLength)
+        let sent = await withTaskCancellationHandler {
+            await uploader.send(request, logger: logger, progress: { tracker.sent($0) })
+        } onCancel: {
+            building.cancel()
+        }
+        var result = SendResult(sent, source: source)
+        // The build's outcome decides unless the server has answered 2xx (then it has the body, or
+        // accepted what it got) or the attempt was stopped.
+        if case .answered(let answer) = result.report, answer.isSuccess {
+            _ = await building.value
+            return result
+        }
+        building.cancel()
+        switch (await building.value, result.report) {
+        case (_, .stopped), (.built, _), (.stopped(.stopped), _):
+            return result  // the transport's outcome stands
+        case (.stopped(let report), _):
+            // The file changed, or local trouble: that, not the cut request, is the attempt's story.
+            result = SendResult(report: report, requested: false)
+            return result
+        }
+    }
+
+    /// Builds the body from the open source. Blocking: runs on the ``BlockingIO`` pool.
+    private func build(_ job: Job, from source: SourceFile, isCancelled: @escaping () -> Bool, start: BodyStart) -> BuildOutcome {
+        let outcome: BuildOutcome
+        do {
+            let built = try bodies.build(job: job, source: source, spool: configuration, isCancelled: isCancelled,
+                                         progress: { built, written in start.advance(built, to: written) })
+            // The copy is only good if the file did not change while it was being copied.
+            if let now = try? source.currentStatus(), !now.matches(job.identity) {
+                bodies.remove(for: job)
+                outcome = .stopped(.sourceChanged(FileIdentity(now)))
+            } else {
+                outcome = .built(built)
+            }
+        } catch {
+            bodies.remove(for: job)
+            switch error {
+            case .cancelled: outcome = .stopped(.stopped)
+            case .sourceChanged: outcome = .stopped(.sourceChanged(source.currentVersion))
+            default: outcome = .stopped(.localFailure("cannot build the request body: \(error)"))
+            }
+        }
+        if case .built = outcome { start.body?.finish() } else { start.body?.fail(BodyStart.Abandoned()) }
+        start.fire(nil)  // if the build ended before the body file existed
+        return outcome
+    }
+}

@@ -1,0 +1,74 @@
+import FerryDelivery
+import FerryQueue
+import FerryTransport
+import FerrySystem
+import Logging
+
+/// Sends one job's file by one protocol (multipart, put, tus): the only part of the daemon that
+/// knows the protocol. It reports facts (``SendResult``); ``AttemptDecider`` decides what they mean.
+///
+/// To add a protocol: write a sender, give its spool options a reader in FerryConfig, and name it in
+/// ``SpoolRuntime/makeSender(_:uploader:parts:)``, the one place a protocol is chosen.
+protocol Sender: Sendable {
+    /// Sends `source` (opened without following symlinks and checked to be the job's version; the
+    /// caller closes it). Throws only when the queue cannot record resumable state.
+    func send(_ job: Job, from source: SourceFile, tracker: UploadTracker, logger: Logger) async throws -> SendResult
+
+    /// Asks the server to forget the job's unfinished upload, if the protocol keeps one (best-effort).
+    func endUpload(of job: Job, logger: Logger) async
+}
+
+extension Sender {
+    func endUpload(of job: Job, logger: Logger) async {}
+}
+
+/// What a sender reports about one attempt.
+struct SendResult: Sendable {
+    var report: AttemptReport
+    /// Request body bytes handed to connections.
+    var bytesSent: Int64 = 0
+    /// Whether a request was made or tried.
+    var requested = true
+    /// Whether a resumable upload's confirmed offset moved forward.
+    var progressed = false
+    /// The resumable upload as it stands at the end, recorded with the attempt when
+    /// ``recordsUpload`` (a protocol that keeps one; `nil` then forgets an earlier one).
+    var upload: ResumableUpload?
+    var recordsUpload = false
+}
+
+/// A sender's view of one job's entry in ``ActiveJobs``: where it reports progress.
+struct UploadTracker: Sendable {
+    let activity: ActiveJobs
+    let job: Job
+
+    /// The request is about to be sent; `confirmed`: where a resumed upload's server copy ends.
+    func sending(total: Int64, confirmed: Int64? = nil) { activity.sending(job, total: total, confirmed: confirmed) }
+
+    /// `sent` bytes of the file in all have been handed to the connection.
+    func sent(_ sent: Int64) { activity.progressed(job, sent: sent) }
+
+    /// The server confirmed `offset` bytes.
+    func confirmed(_ offset: Int64) { activity.confirmed(job, offset) }
+}
+
+extension SendResult {
+    /// The result of one plain request (multipart, put).
+    init(_ result: UploadResult, source: SourceFile) {
+        switch result {
+        case .response(let status, let headers, let body, let bytesSent):
+            self.init(report: .answered(ServerAnswer(status: status, headers: headers, body: body)), bytesSent: bytesSent)
+        case .failed(let failure, let bytesSent) where failure.kind == .sourceChanged:
+            self.init(report: .sourceChanged(source.currentVersion), bytesSent: bytesSent)
+        case .failed(let failure, let bytesSent):
+            self.init(report: .noAnswer(failure.message), bytesSent: bytesSent)
+        case .cancelled(let bytesSent):
+            self.init(report: .stopped, bytesSent: bytesSent)
+        }
+    }
+}
+
+extension SourceFile {
+    /// The file's version now, if it can be examined.
+    var currentVersion: FileIdentity? { (try? currentStatus()).map(FileIdentity.init) }
+}

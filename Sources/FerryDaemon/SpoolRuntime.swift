@@ -1,0 +1,83 @@
+import FerryConfig
+import FerryQueue
+import FerrySpool
+import FerryTransport
+import Foundation
+import Synchronization
+
+/// The spools the daemon runs now, by name. A configuration reload replaces the whole set; a job
+/// already being processed keeps the runtime it started with.
+final class SpoolRegistry: Sendable {
+    private let current: Mutex<[String: SpoolRuntime]>
+
+    init(_ spools: [String: SpoolRuntime]) { current = Mutex(spools) }
+
+    subscript(name: String) -> SpoolRuntime? { current.withLock { $0[name] } }
+
+    /// Every spool, in no particular order.
+    var all: [String: SpoolRuntime] { current.withLock { $0 } }
+
+    func replace(with spools: [String: SpoolRuntime]) { current.withLock { $0 = spools } }
+}
+
+/// What the senders share, whatever the spool: the queue (for resumable state), the body files and
+/// the blocking-I/O threads.
+struct SenderParts: Sendable {
+    let store: JobStore
+    let bodies: BodyBuilder
+    let io: BlockingIO
+}
+
+/// Everything the pipeline needs to know about one spool at run time.
+struct SpoolRuntime: Sendable {
+    let configuration: SpoolConfiguration
+    let files: SpoolFiles
+    /// Sends the spool's files by its protocol.
+    let sender: any Sender
+
+    init(configuration: SpoolConfiguration, uploader: Uploader, parts: SenderParts) {
+        self.configuration = configuration
+        files = SpoolFiles(directory: configuration.directory)
+        sender = Self.makeSender(configuration, uploader: uploader, parts: parts)
+    }
+
+    /// The one place a protocol is chosen.
+    static func makeSender(_ configuration: SpoolConfiguration, uploader: Uploader, parts: SenderParts) -> any Sender {
+        let endpoint = Endpoint(configuration)
+        return switch configuration.uploadProtocol {
+        case .multipart: MultipartSender(configuration: configuration, endpoint: endpoint, uploader: uploader, bodies: parts.bodies, io: parts.io)
+        case .put: PutSender(configuration: configuration, endpoint: endpoint, uploader: uploader)
+        case .tus: TusSender(configuration: configuration, endpoint: endpoint, client: TusClient(uploader: uploader), store: parts.store, io: parts.io)
+        }
+    }
+}
+
+/// A spool's endpoint with its secrets resolved (never logged): the URL without user information,
+/// and the configured headers, plus `Authorization: Basic` when the URL carried `user:password@`.
+struct Endpoint: Sendable {
+    let url: String
+    let headers: [(name: String, value: String)]
+
+    init(_ configuration: SpoolConfiguration) {
+        var headers = configuration.headers.map { (name: $0.name, value: $0.value.text) }
+        // `https://user:password@host/…` means HTTP Basic authentication, as it does to curl.
+        let url = configuration.url.text
+        if let components = URLComponents(string: url), let user = components.percentEncodedUser {
+            let password = components.percentEncodedPassword ?? ""
+            let credentials = "\(user.removingPercentEncoding ?? user):\(password.removingPercentEncoding ?? password)"
+            if !headers.contains(where: { $0.name.lowercased() == "authorization" }) {
+                headers.append((name: "Authorization", value: "Basic " + Data(credentials.utf8).base64EncodedString()))
+            }
+        }
+        self.url = Self.withoutUserInfo(url)
+        self.headers = headers
+    }
+
+    /// `url` without `user:password@`.
+    static func withoutUserInfo(_ url: String) -> String {
+        guard var components = URLComponents(string: url), components.percentEncodedUser != nil else { return url }
+        components.percentEncodedUser = nil
+        components.percentEncodedPassword = nil
+        return components.string ?? url
+    }
+}

@@ -1,0 +1,51 @@
+import FerryConfig
+import FerryQueue
+import Foundation
+
+/// Everything ``AttemptDecider`` needs to decide a job's fate: the job as it was claimed, the spool's
+/// rules, what the attempt came to, and the time. No clock is read and no file is looked at.
+public struct AttemptInput: Sendable {
+    public var job: Job
+    /// When to retry and when to give up (the spool's `[retry]`).
+    public var policy: RetryPolicy
+    /// The spool's `settle`: a changed file's new version is due this long after the change was seen.
+    public var settle: Duration
+    public var report: AttemptReport
+    /// Request body bytes handed to connections during the attempt.
+    public var bytesSent: Int64
+    /// Whether the attempt reached the transport (made or tried a request): only then is it counted
+    /// in the metrics.
+    public var requested: Bool
+    /// Whether a resumable upload's confirmed offset moved forward during the attempt.
+    public var progressed: Bool
+    /// What an operator asked while the attempt ran.
+    public var intervention: Intervention?
+    public var startedAt: Date
+    public var now: Date
+
+    public init(
+        job: Job, policy: RetryPolicy, settle: Duration, report: AttemptReport, bytesSent: Int64 = 0, requested: Bool = false,
+        progressed: Bool = false, intervention: Intervention? = nil, startedAt: Date, now: Date
+    ) {
+        self.job = job
+        self.policy = policy
+        self.settle = settle
+        self.report = report
+        self.bytesSent = bytesSent
+        self.requested = requested
+        self.progressed = progressed
+        self.intervention = intervention
+        self.startedAt = startedAt
+        self.now = now
+    }
+
+    /// When the job runs out of `max_age`.
+    var deadline: Date { job.ageStart.addingTimeInterval(policy.maxAge.timeInterval) }
+}
+
+extension Duration {
+    /// The duration in seconds.
+    public var timeInterval: TimeInterval {
+        TimeInterval(components.seconds) + TimeInterval(components.attoseconds) / 1e18
+    }
+}

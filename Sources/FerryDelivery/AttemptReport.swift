@@ -1,0 +1,69 @@
+import Foundation
+import FerryQueue
+
+/// What one attempt at a job came to, as the pipeline and its sender saw it: facts, no decisions.
+/// ``AttemptDecider`` turns a report into the job's fate.
+public enum AttemptReport: Sendable, Equatable {
+    /// The job's spool is no longer in the configuration.
+    case spoolMissing
+    /// A local problem that may pass (the state directory is full, a read failed): it says nothing
+    /// about the server.
+    case localFailure(String)
+    /// The file cannot be uploaded at all: gone, replaced by a symlink or a special file, unreadable.
+    case sourceGone(String)
+    /// The file is now another version than the job's; `nil` when the new version is not known
+    /// (it changed under a transfer and could not be examined).
+    case sourceChanged(FileIdentity?)
+    /// The server answered.
+    case answered(ServerAnswer)
+    /// No usable answer: a connection failure, a timeout, a protocol error worth retrying.
+    case noAnswer(String)
+    /// The file cannot be sent to this server at all (too large for it, an insecure upload URL).
+    case refused(String)
+    /// Stopped before an outcome: a shutdown, or an operator's hold or cancel.
+    case stopped
+}
+
+/// A server's answer, reduced to what decides a job's fate and what is kept of it.
+public struct ServerAnswer: Sendable, Equatable {
+    public var status: Int
+    /// The first 64 KiB of the response body.
+    public var body: [UInt8]
+    public var contentType: String?
+    /// The raw `Retry-After` value, if any.
+    public var retryAfter: String?
+    /// Which step of a multi-request protocol was answered ("creating the upload"), for messages.
+    public var during: String?
+    /// Advice a sender adds to the message of a rejection.
+    public var hint: String?
+
+    public init(
+        status: Int, body: [UInt8] = [], contentType: String? = nil, retryAfter: String? = nil, during: String? = nil,
+        hint: String? = nil
+    ) {
+        self.status = status
+        self.body = body
+        self.contentType = contentType
+        self.retryAfter = retryAfter
+        self.during = during
+        self.hint = hint
+    }
+
+    /// An answer as a transport returns it: `Content-Type` and `Retry-After` are taken from `headers`.
+    public init(status: Int, headers: [(name: String, value: String)], body: [UInt8], during: String? = nil, hint: String? = nil) {
+        self.init(
+            status: status, body: body, contentType: HTTPHeaders.value("Content-Type", in: headers),
+            retryAfter: HTTPHeaders.value("Retry-After", in: headers), during: during, hint: hint)
+    }
+
+    /// Whether the server accepted the request.
+    public var isSuccess: Bool { (200..<300).contains(status) }
+}
+
+/// Header look-ups on the `(name, value)` lists the transport uses.
+public enum HTTPHeaders {
+    /// The first value of header `name` (case-insensitive), trimmed of spaces.
+    public static func value(_ name: String, in headers: [(name: String, value: String)]) -> String? {
+        headers.first { $0.name.caseInsensitiveCompare(name) == .orderedSame }?.value.trimmingCharacters(in: .whitespaces)
+    }
+}

@@ -1,0 +1,390 @@
+import FerryQueue
+import Foundation
+
+/// The tus 1.0 upload of one file as a pure state machine: it says which request to make next
+/// (``Action``) and is told what each request got (``Response``); the I/O shell (``TusClient`` in
+/// FerryTransport) makes the requests, stores each new upload state before the next request, and
+/// computes checksums and metadata. Tested with scripted responses, without a network.
+///
+///     discover ─▶ create ─▶ record ─┐         (no upload yet, or the server lost it)
+///        │                          ▼
+///        └─────▶ askOffset ─▶ record? ─▶ append ─▶ record ─▶ … ─▶ finish(done)
+///                     ▲                    │
+///                     └── 409, 460, idle ──┘ ── 404/410 ─▶ create again
+///
+/// Every loop the server can drive is bounded: creations, checksum failures, idle answers, and
+/// requests in a row that did not move the confirmed offset past its best.
+public struct TusUploadMachine: Sendable {
+    /// The upload's fixed facts.
+    public struct Settings: Sendable, Equatable {
+        /// The creation endpoint (`POST` target).
+        public var endpoint: String
+        /// The file's length, sent as `Upload-Length`.
+        public var length: Int64
+        /// The most sent in one request; `nil`: the whole remainder.
+        public var chunkSize: Int64?
+        /// Names the endpoint an upload was created at (stored with it).
+        public var endpointKey: String?
+
+        public init(endpoint: String, length: Int64, chunkSize: Int64? = nil, endpointKey: String? = nil) {
+            self.endpoint = endpoint
+            self.length = length
+            self.chunkSize = chunkSize
+            self.endpointKey = endpointKey
+        }
+    }
+
+    /// What the shell does next.
+    public enum Action: Sendable, Equatable {
+        /// `OPTIONS` the endpoint (shared between uploads) and report with ``discovered(_:)``.
+        case discover
+        /// `POST` a new upload with `Upload-Length` and `Upload-Metadata`, carrying the first
+        /// `bodyLength` bytes (creation-with-upload) when not 0; report with ``created(_:)``.
+        case create(bodyLength: Int64, checksum: Bool, sendsIdempotencyKey: Bool)
+        /// `HEAD` the upload; report with ``offsetAsked(_:)``.
+        case askOffset(url: String)
+        /// `PATCH` `length` bytes from `offset`; report with ``appended(_:)``.
+        case append(url: String, offset: Int64, length: Int64, checksum: Bool)
+        /// Make this upload state durable, then call ``recorded()``.
+        case record(ResumableUpload)
+        /// `DELETE` the upload (best-effort), then call ``terminated()``.
+        case terminate(url: String)
+        /// The attempt is over.
+        case finish(AttemptReport)
+    }
+
+    /// What one request got.
+    public enum Response: Sendable {
+        case answer(status: Int, headers: [(name: String, value: String)], body: [UInt8], bytesSent: Int64)
+        /// No usable answer.
+        case failed(String, bytesSent: Int64)
+        /// The file is no longer the version being sent.
+        case sourceChanged(bytesSent: Int64)
+        case cancelled(bytesSent: Int64)
+    }
+
+    /// Things worth a log line that the machine noticed.
+    public enum Notice: Sendable, Equatable {
+        case expired
+        case lost(status: Int)
+        case mismatch(offset: Int64, length: Int64?)
+        case checksumMismatch
+        case created(offset: Int64)
+        case resumed(offset: Int64)
+    }
+
+    /// With creation-with-upload, the creation request carries at most this much of the file: its
+    /// answer brings the upload's URL, and until then a cut connection loses what was sent.
+    public static let creationBodyLimit: Int64 = 4 << 20
+    /// Requests in a row that may leave the confirmed offset where it was before the attempt ends.
+    public static let requestsWithoutProgressLimit = 16
+
+    private enum Phase: Sendable {
+        case ready, discovering, creating(bodyLength: Int64), askingOffset(ResumableUpload)
+        case appending(ResumableUpload, length: Int64), recording(then: Action?), terminating, finished
+    }
+
+    public let settings: Settings
+    /// The upload as it stands: URL, confirmed offset, expiry.
+    public private(set) var upload: ResumableUpload?
+    /// Request body bytes handed to connections so far.
+    public private(set) var bytesSent: Int64 = 0
+    public private(set) var capabilities: TusCapabilities?
+    private var notices: [Notice] = []
+    private let initialUpload: ResumableUpload?
+    private let now: Date
+    private var phase = Phase.ready
+    /// Whether `upload.offset` came from the server during this attempt (else ask with HEAD).
+    private var current = false
+    private var creations = 0, checksumFailures = 0, idleAnswers = 0
+    /// The offset a PATCH answered 409 at: if HEAD then reports the same offset, the server is busy
+    /// with the upload (an earlier request still holds it), not at another offset.
+    private var conflictAt: Int64?
+    private var bestOffset: Int64
+    private var requestsWithoutProgress = 0
+
+    /// `known`: the upload from an earlier attempt, if any; `now`: to judge its expiry.
+    public init(settings: Settings, known: ResumableUpload?, now: Date) {
+        self.settings = settings
+        upload = known
+        initialUpload = known
+        bestOffset = known?.offset ?? 0
+        self.now = now
+    }
+
+    /// Whether the attempt moved the confirmed offset past where it began.
+    public var progressed: Bool { (upload?.offset ?? 0) > (initialUpload?.offset ?? 0) }
+
+    /// The notices since the last call.
+    public mutating func takeNotices() -> [Notice] {
+        defer { notices = [] }
+        return notices
+    }
+
+    // MARK: Events
+
+    public mutating func start() -> Action {
+        guard case .ready = phase else { preconditionFailure("start() called twice") }
+        // Every byte confirmed already (a crash came between the last answer and the done record):
+        // nothing to ask, whatever the server has done with the upload since.
+        if let upload, upload.offset >= settings.length { return finish(.answered(ServerAnswer(status: 204))) }
+        phase = .discovering
+        return .discover
+    }
+
+    /// The server's capabilities, or why they could not be had.
+    public mutating func discovered(_ result: Result<TusCapabilities, TusDiscoveryFailure>) -> Action {
+        guard case .discovering = phase else { preconditionFailure("discovered() outside discovery") }
+        switch result {
+        case .failure(let failure):
+            return finish(.noAnswer(failure.message))
+        case .success(let found):
+            capabilities = found
+            if let max = found.maxSize, settings.length > max {
+                return finish(.refused("the file (\(settings.length) bytes) is larger than the server accepts (Tus-Max-Size \(max))"))
+            }
+            if let expires = upload?.expires, expires <= now {
+                notices.append(.expired)
+                upload = nil
+            }
+            return next()
+        }
+    }
+
+    public mutating func created(_ response: Response) -> Action {
+        guard case .creating(let withBody) = phase else { preconditionFailure("created() outside creation") }
+        guard case .answer(let status, let headers, let body, let bytes) = response else { return ended(response) }
+        bytesSent += bytes
+        guard (200..<300).contains(status) else {
+            return finish(.answered(answer(status, headers, body, during: "creating the upload")))
+        }
+        guard let location = HTTPHeaders.value("Location", in: headers), let url = Self.resolve(location, against: settings.endpoint) else {
+            return finish(.noAnswer("the server created the upload but sent no usable Location (\(status))"))
+        }
+        if settings.endpoint.lowercased().hasPrefix("https:"), url.lowercased().hasPrefix("http:") {
+            return finish(.refused("""
+                the server created the upload at an http:// URL although the endpoint is https:// (a tus \
+                server behind a TLS proxy that does not know it: tusd needs -behind-proxy and the proxy \
+                X-Forwarded-Proto); Ferry does not send the file unencrypted
+                """))
+        }
+        let confirmed = HTTPHeaders.value("Upload-Offset", in: headers).flatMap { Int64($0) }
+        let created = ResumableUpload(
+            url: url, offset: min(max(confirmed ?? 0, 0), settings.length), expires: Self.expiry(headers),
+            endpointKey: settings.endpointKey)
+        upload = created
+        current = confirmed != nil || withBody == 0
+        notices.append(.created(offset: created.offset))
+        counted(offset: created.offset)
+        phase = .recording(then: nil)
+        return .record(created)
+    }
+
+    public mutating func offsetAsked(_ response: Response) -> Action {
+        guard case .askingOffset(let asked) = phase else { preconditionFailure("offsetAsked() outside HEAD") }
+        guard case .answer(let status, let headers, let body, _) = response else { return ended(response) }
+        if [403, 404, 410].contains(status) {
+            notices.append(.lost(status: status))
+            upload = nil
+            counted(offset: nil)
+            return next()
+        }
+        guard (200..<300).contains(status) else {
+            return finish(.answered(answer(status, headers, body, during: "asking for the upload's offset")))
+        }
+        guard let offset = HTTPHeaders.value("Upload-Offset", in: headers).flatMap({ Int64($0) }), offset >= 0 else {
+            return finish(.noAnswer("the server's answer to HEAD had no Upload-Offset"))
+        }
+        let length = HTTPHeaders.value("Upload-Length", in: headers).flatMap { Int64($0) }
+        if offset > settings.length || (length != nil && length != settings.length) {
+            notices.append(.mismatch(offset: offset, length: length))
+            upload = nil
+            counted(offset: nil)
+            phase = .terminating
+            return .terminate(url: asked.url)
+        }
+        if let at = conflictAt, offset == at {
+            return finish(.noAnswer("""
+                the server reports the upload busy (409 at the offset it confirms): an earlier request \
+                may still hold it
+                """))
+        }
+        conflictAt = nil
+        current = true
+        counted(offset: offset)
+        notices.append(.resumed(offset: offset))
+        let updated = ResumableUpload(url: asked.url, offset: offset, expires: Self.expiry(headers) ?? asked.expires, endpointKey: asked.endpointKey)
+        upload = updated
+        guard updated != asked else { return next() }
+        phase = .recording(then: nil)
+        return .record(updated)
+    }
+
+    public mutating func appended(_ response: Response) -> Action {
+        guard case .appending(let sent, let length) = phase else { preconditionFailure("appended() outside PATCH") }
+        guard case .answer(let status, let headers, let body, let bytes) = response else { return ended(response) }
+        bytesSent += bytes
+        let base = sent.offset
+        switch status {
+        case 200..<300:
+            let offset = HTTPHeaders.value("Upload-Offset", in: headers).flatMap { Int64($0) }
+            guard let offset, offset > base, offset <= base + length else {
+                // No offset, or one that did not move: ask rather than assume, a few times.
+                idleAnswers += 1
+                counted(offset: nil)
+                if idleAnswers > 2 {
+                    return finish(.noAnswer("""
+                        the server answered \(status) to PATCH without taking the bytes (Upload-Offset \
+                        \(offset.map(String.init) ?? "missing"), expected more than \(base))
+                        """))
+                }
+                current = false
+                return next()
+            }
+            idleAnswers = 0
+            checksumFailures = 0
+            counted(offset: offset)
+            let updated = ResumableUpload(url: sent.url, offset: offset, expires: Self.expiry(headers) ?? sent.expires, endpointKey: sent.endpointKey)
+            upload = updated
+            phase = .recording(then: offset >= settings.length ? .finish(.answered(answer(status, headers, []))) : nil)
+            return .record(updated)
+        case 409:
+            // Our offset is not the server's, or the server is busy with the upload: ask.
+            conflictAt = base
+            current = false
+            counted(offset: nil)
+            return next()
+        case 423:
+            return finish(.answered(answer(status, headers, body, during: "sending (the upload is locked)")))
+        case 460:
+            checksumFailures += 1
+            notices.append(.checksumMismatch)
+            counted(offset: nil)
+            if checksumFailures > 2 {
+                return finish(.noAnswer("the server reported a checksum mismatch (460) three times in a row"))
+            }
+            current = false
+            return next()
+        case 404, 410:
+            notices.append(.lost(status: status))
+            upload = nil
+            counted(offset: nil)
+            return next()
+        default:
+            return finish(.answered(answer(status, headers, body, during: "sending")))
+        }
+    }
+
+    /// The state from the last ``Action/record(_:)`` is durable.
+    public mutating func recorded() -> Action {
+        guard case .recording(let then) = phase else { preconditionFailure("recorded() without a record") }
+        if let then {
+            if case .finish(let report) = then { return finish(report) }
+            return then
+        }
+        return next()
+    }
+
+    /// The `DELETE` from the last ``Action/terminate(url:)`` is done (whatever it got).
+    public mutating func terminated() -> Action {
+        guard case .terminating = phase else { preconditionFailure("terminated() without a terminate") }
+        return next()
+    }
+
+    /// The attempt was cancelled (shutdown, hold, cancel).
+    public mutating func cancel() -> Action { finish(.stopped) }
+
+    // MARK: The loop
+
+    private mutating func next() -> Action {
+        if requestsWithoutProgress >= Self.requestsWithoutProgressLimit {
+            return finish(.noAnswer("""
+                the server answered \(requestsWithoutProgress) requests in a row without confirming more of the \
+                upload; trying again later
+                """))
+        }
+        guard let upload else {
+            // Create the upload. The old one, if any, stays on record until a new one exists.
+            creations += 1
+            if creations > 3 {
+                return finish(.noAnswer("the server kept losing the upload right after creating it"))
+            }
+            var withBody: Int64 = 0
+            if capabilities?.extensions.contains("creation-with-upload") == true {
+                // The chosen request size when there is one (some servers require it), else at most
+                // 4 MiB: a cut before the answer loses what was sent without a URL.
+                withBody = min(settings.length, settings.chunkSize ?? Self.creationBodyLimit)
+            }
+            phase = .creating(bodyLength: withBody)
+            return .create(
+                bodyLength: withBody, checksum: withBody > 0 && capabilities?.usesSHA1Checksums == true,
+                sendsIdempotencyKey: creations == 1 && initialUpload == nil)
+        }
+        if !current {
+            phase = .askingOffset(upload)
+            return .askOffset(url: upload.url)
+        }
+        if upload.offset >= settings.length {
+            return finish(.answered(ServerAnswer(status: 204)))
+        }
+        let remaining = settings.length - upload.offset
+        let length = min(remaining, settings.chunkSize ?? remaining)
+        phase = .appending(upload, length: length)
+        return .append(url: upload.url, offset: upload.offset, length: length, checksum: capabilities?.usesSHA1Checksums == true)
+    }
+
+    /// A request that got no answer ends the attempt.
+    private mutating func ended(_ response: Response) -> Action {
+        switch response {
+        case .answer: preconditionFailure("an answer is not an end")
+        case .failed(let message, let bytes):
+            bytesSent += bytes
+            return finish(.noAnswer(message))
+        case .sourceChanged(let bytes):
+            bytesSent += bytes
+            return finish(.sourceChanged(nil))
+        case .cancelled(let bytes):
+            bytesSent += bytes
+            return finish(.stopped)
+        }
+    }
+
+    private mutating func finish(_ report: AttemptReport) -> Action {
+        phase = .finished
+        return .finish(report)
+    }
+
+    /// Counts a request toward the bound on requests without progress.
+    private mutating func counted(offset: Int64?) {
+        if let offset, offset > bestOffset {
+            bestOffset = offset
+            requestsWithoutProgress = 0
+        } else {
+            requestsWithoutProgress += 1
+        }
+    }
+
+    private func answer(_ status: Int, _ headers: [(name: String, value: String)], _ body: [UInt8], during: String? = nil) -> ServerAnswer {
+        let hint = status == 413 && settings.chunkSize == nil ? "if a proxy limits request bodies, set chunk_size" : nil
+        return ServerAnswer(status: status, headers: headers, body: body, during: during, hint: hint)
+    }
+
+    // MARK: Wire formats
+
+    /// `Location` made absolute against the endpoint (it may be relative, RFC 9110 §10.2.2).
+    public static func resolve(_ location: String, against endpoint: String) -> String? {
+        guard let base = URL(string: endpoint), let url = URL(string: location, relativeTo: base)?.absoluteURL,
+              let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https" else { return nil }
+        return url.absoluteString
+    }
+
+    static func expiry(_ headers: [(name: String, value: String)]) -> Date? {
+        HTTPHeaders.value("Upload-Expires", in: headers).flatMap(RetryRules.parseHTTPDate)
+    }
+}
+
+/// Why a tus server's capabilities could not be had (a 5xx to `OPTIONS`, no answer).
+public struct TusDiscoveryFailure: Error, Sendable, Equatable {
+    public var message: String
+    public init(message: String) { self.message = message }
+}

@@ -1,0 +1,86 @@
+import Crypto
+import SystemPackage
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A spool file opened for upload (without following symlinks) and the version it was when opened.
+/// Every sender reads it through this one type: its ranges by `pread` or through ``procPath``, its
+/// digests, and whether it is still the version that was checked.
+public struct SourceFile: Sendable {
+    public let descriptor: FileDescriptor
+    /// The file as it was when opened and checked against its job.
+    public let status: FileStatus
+
+    public init(descriptor: FileDescriptor, status: FileStatus) {
+        self.descriptor = descriptor
+        self.status = status
+    }
+
+    /// A path that opens this very file (through the descriptor, so no symlink is involved), for
+    /// reading it with the transport's own file I/O.
+    public var procPath: String { "/proc/self/fd/\(descriptor.rawValue)" }
+
+    /// What `fstat(2)` says of the file now.
+    public func currentStatus() throws(SystemError) -> FileStatus {
+        var st = stat()
+        guard fstat(descriptor.rawValue, &st) == 0 else { throw SystemError.current("stat", "(source)") }
+        return FileStatus(st)
+    }
+
+    /// Whether the file is still the version it was when opened.
+    public var isUnchanged: Bool { (try? currentStatus())?.isSameVersion(as: status) ?? false }
+
+    public func close() { try? descriptor.close() }
+
+    /// The digest of `range` of the file (the whole file by default), read in 1 MiB pieces.
+    /// Blocking: call it off the concurrency pool.
+    public func digest<Hash: HashFunction>(
+        _ hash: Hash.Type, of range: Range<Int64>? = nil, isCancelled: () -> Bool = { false }
+    ) throws(SourceReadError) -> Hash.Digest {
+        let range = range ?? 0..<status.size
+        var hasher = Hash()
+        var buffer = [UInt8](repeating: 0, count: 1 << 20)
+        var offset = range.lowerBound
+        while offset < range.upperBound {
+            if isCancelled() { throw .cancelled }
+            let want = Int(min(Int64(buffer.count), range.upperBound - offset))
+            let count = buffer.withUnsafeMutableBytes { pread(descriptor.rawValue, $0.baseAddress, want, off_t(offset)) }
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw .io(SystemError.current("read", "(source)"))
+            }
+            if count == 0 { throw .changed }
+            buffer.withUnsafeBytes { hasher.update(bufferPointer: UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
+            offset += Int64(count)
+        }
+        return hasher.finalize()
+    }
+}
+
+/// Why a source file could not be read to the end.
+public enum SourceReadError: Error, Sendable, CustomStringConvertible {
+    case cancelled
+    /// The file ended early: it is no longer the version being read.
+    case changed
+    case io(SystemError)
+
+    public var description: String {
+        switch self {
+        case .cancelled: "cancelled"
+        case .changed: "the file changed while it was being read"
+        case .io(let error): "\(error)"
+        }
+    }
+}
+
+extension Digest {
+    /// Lowercase hexadecimal.
+    public var hex: String {
+        var text = ""
+        for byte in self { text += byte < 16 ? "0" + String(byte, radix: 16) : String(byte, radix: 16) }
+        return text
+    }
+
+}
