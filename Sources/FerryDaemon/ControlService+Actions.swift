@@ -71,9 +71,10 @@ extension ControlService {
         case .cancel:
             let state = try await settle(store.cancel(job, now: now, reason: reason), intervention: .cancel(reason: reason), wanted: .cancelled, verb: "cancelled")
             if let cancelled = try await store.job(sequence: job.sequence ?? -1), cancelled.state == .cancelled, cancelled.disposedAt == nil,
-               !pipeline.isActive(cancelled), let spool = pipeline.spools[cancelled.spool] {
-                await pipeline.disposer.dispose(cancelled, spool: spool.configuration, files: spool.files)
-                await spool.sender.endUpload(of: cancelled, logger: logger)
+               !activity.contains(cancelled) {
+                // Not in flight, so no pipeline does this: the cancel's follow-ups.
+                await followUps.run([.dispose, .endServerUpload], job: cancelled, recorded: cancelled,
+                                    spool: runtime.spool(named: cancelled.spool), log: logger)
             }
             return state
         case .retry:
@@ -98,7 +99,7 @@ extension ControlService {
     }
 
     /// Finishes a hold or cancel: done in the queue, or — for a job uploading right now — by stopping
-    /// the upload and waiting (up to 10 s) for the pipeline to record the new state.
+    /// the upload and waiting (up to 10 s) for its pipeline to record the new state.
     private func settle(_ outcome: JobStore.ActionOutcome, intervention: Intervention, wanted: JobState, verb: String) async throws -> JobState {
         switch outcome {
         case .done(let job):
@@ -106,25 +107,25 @@ extension ControlService {
         case .notAllowed(let job):
             throw ControlError(.conflict, "job \(job.id) is \(job.state.rawValue) and cannot be \(verb)")
         case .uploading(let job):
-            let deadline = ContinuousClock.now + .seconds(10)
-            var asked = false
-            while ContinuousClock.now < deadline {
-                if !asked { asked = pipeline.activity.intervene(job, intervention) }
-                guard let current = try await store.job(sequence: job.sequence ?? -1) else { break }
-                if current.state == wanted { return wanted }
-                if current.state != .uploading {
-                    if current.state == .queued || current.state == .retrying {
-                        // The upload ended (for another reason) before the request reached it: apply it now.
-                        let again = wanted == .held
-                            ? try await store.hold(current, now: Date(), reason: Self.reason(of: intervention))
-                            : try await store.cancel(current, now: Date(), reason: Self.reason(of: intervention))
-                        if case .done(let job) = again { return job.state }
-                    }
-                    throw ControlError(.conflict, "job \(job.id) finished before it could be \(verb) (it is \(current.state.rawValue))")
-                }
-                try await Task.sleep(for: .milliseconds(50))
+            await activity.stop(job, intervention, timeout: .seconds(10))
+            guard let current = try await store.job(sequence: job.sequence ?? -1) else {
+                throw ControlError(.notFound, "job \(job.id) is gone")
             }
-            throw ControlError(.conflict, "job \(job.id) is still uploading; the upload did not stop within 10s")
+            switch current.state {
+            case wanted:
+                return wanted
+            case .uploading:
+                throw ControlError(.conflict, "job \(job.id) is still uploading; the upload did not stop within 10s")
+            case .queued, .retrying:
+                // The upload ended (for another reason) before the request reached it: apply it now.
+                let again = wanted == .held
+                    ? try await store.hold(current, now: Date(), reason: Self.reason(of: intervention))
+                    : try await store.cancel(current, now: Date(), reason: Self.reason(of: intervention))
+                if case .done(let job) = again { return job.state }
+                fallthrough
+            default:
+                throw ControlError(.conflict, "job \(job.id) finished before it could be \(verb) (it is \(current.state.rawValue))")
+            }
         }
     }
 
@@ -138,7 +139,7 @@ extension ControlService {
     /// spool under its own name, and queues the same job (same id, so the same `Idempotency-Key`)
     /// with a fresh allowance of attempts and `max_age`.
     private func retryFinished(_ job: Job, reason: String) async throws -> JobState {
-        guard let spool = pipeline.spools[job.spool] else {
+        guard let spool = runtime.spool(named: job.spool) else {
             throw ControlError(.conflict, "spool \"\(job.spool)\" is no longer configured")
         }
         let reopened: Job
@@ -175,7 +176,7 @@ extension ControlService {
     // MARK: - Enqueue
 
     func enqueue(_ arguments: EnqueueArguments) async throws -> ActionResults {
-        guard let spool = pipeline.spools[arguments.spool] else {
+        guard let spool = runtime.spool(named: arguments.spool) else {
             throw ControlError(.notFound, "no spool named \"\(arguments.spool)\"; configured: \(runtime.configuration.spools.map(\.name).joined(separator: ", "))")
         }
         guard !arguments.files.isEmpty, arguments.files.count <= 10_000 else {

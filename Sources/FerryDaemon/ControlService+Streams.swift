@@ -95,7 +95,7 @@ extension ControlService {
                 if events.count == 500 { continue }
                 if withProgress && ContinuousClock.now >= nextProgress {
                     nextProgress = .now + .milliseconds(Int64(interval * 1000))
-                    let uploads = pipeline.activity.snapshot()
+                    let uploads = activity.snapshot()
                     if !(uploads.isEmpty && lastProgressWasEmpty) {
                         try await session.writer.send(ControlReply(id: id, event: ControlJSON.value(
                             WatchEvent(type: "progress", at: Date(), uploads: uploads))))

@@ -13,16 +13,28 @@ final class ControlService: Sendable {
     let store: JobStore
     let runtime: DaemonRuntime
     let scheduler: Scheduler
-    let pipeline: JobPipeline
+    /// The jobs in flight: progress, and the operators' way to stop one.
+    let activity: ActiveJobs
+    /// The local problem holding each spool back, if any.
+    let problems: LocalProblems
+    let metrics: DaemonMetrics
+    /// What follows a job's fate (a cancel of a job that is not in flight).
+    let followUps: JobFollowUps
     let meter: ThroughputMeter
     let startedAt = Date()
     let logger: Logger
 
-    init(store: JobStore, runtime: DaemonRuntime, scheduler: Scheduler, pipeline: JobPipeline, meter: ThroughputMeter, logger: Logger) {
+    init(
+        store: JobStore, runtime: DaemonRuntime, scheduler: Scheduler, activity: ActiveJobs, problems: LocalProblems,
+        metrics: DaemonMetrics, followUps: JobFollowUps, meter: ThroughputMeter, logger: Logger
+    ) {
         self.store = store
         self.runtime = runtime
         self.scheduler = scheduler
-        self.pipeline = pipeline
+        self.activity = activity
+        self.problems = problems
+        self.metrics = metrics
+        self.followUps = followUps
         self.meter = meter
         var logger = logger
         logger[metadataKey: "component"] = "control"
@@ -126,16 +138,16 @@ final class ControlService: Sendable {
             SpoolStatus(
                 name: spool.name, directory: spool.directory, paused: paused.contains("*") || paused.contains(spool.name),
                 counts: Self.allStates(counts[spool.name] ?? [:]), settling: runtime.watcher(named: spool.name)?.settlingCount ?? 0,
-                problem: pipeline.problems[spool.name])
+                problem: problems[spool.name])
         }
         for (name, byState) in counts.sorted(by: { $0.key < $1.key }) where configuration.spool(named: name) == nil {
             spools.append(SpoolStatus(name: name, directory: "", paused: false, counts: Self.allStates(byState), settling: 0))
         }
-        let total = pipeline.activity.totalBytesSent.load(ordering: .relaxed)
+        let total = activity.totalBytesSent.load(ordering: .relaxed)
         return StatusReport(
             version: FerryVersion.current, pid: getpid(), startedAt: startedAt, uptimeSeconds: Date().timeIntervalSince(startedAt),
             configPath: configuration.path, maxConcurrentUploads: scheduler.maxConcurrentUploads, spools: spools,
-            bytesPerSecond: meter.bytesPerSecond(total: total), uploads: pipeline.activity.snapshot())
+            bytesPerSecond: meter.bytesPerSecond(total: total), uploads: activity.snapshot())
     }
 
     private static func allStates(_ counts: [JobState: Int]) -> [String: Int] {
@@ -173,7 +185,7 @@ final class ControlService: Sendable {
                 AttemptInfo(number: $0.number, startedAt: $0.startedAt, durationSeconds: $0.duration, status: $0.httpStatus,
                             error: $0.error, bytesSent: $0.bytesSent, outcome: $0.outcome.rawValue)
             },
-            progress: pipeline.activity.progress(of: job))
+            progress: activity.progress(of: job))
     }
 
     /// Where the job's file is now.
@@ -205,9 +217,9 @@ final class ControlService: Sendable {
 
     /// The Prometheus text `ferryctl metrics` prints and `GET /metrics` serves (see ``DaemonMetrics``).
     func metrics() async throws -> MetricsReport {
-        try await pipeline.metrics.report(
+        try await metrics.report(
             store: store, spools: runtime.configuration.spools.map(\.name), startedAt: startedAt,
-            bytesSent: pipeline.activity.totalBytesSent.load(ordering: .relaxed), inFlight: scheduler.inFlight)
+            bytesSent: activity.totalBytesSent.load(ordering: .relaxed), inFlight: scheduler.inFlight)
     }
 
     // MARK: - Pause

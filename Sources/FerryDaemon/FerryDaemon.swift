@@ -61,19 +61,20 @@ public final class FerryDaemon: Service, Sendable {
         defer { uploaders.shutdown() }
         let io = BlockingIO(threads: configuration.maxConcurrentUploads)
         let parts = SenderParts(store: store, bodies: BodyBuilder(directory: state.bodiesPath), io: io)
-        let registry = SpoolRegistry(try uploaders.runtimes(for: configuration, parts: parts))
-        let runtime = DaemonRuntime(configuration: configuration)
+        let runtime = DaemonRuntime(configuration: configuration, spools: try uploaders.runtimes(for: configuration, parts: parts))
         let problems = LocalProblems()
         let intake = Intake(store: store, logger: logger, problems: problems)
         let activity = ActiveJobs()
+        let metrics = DaemonMetrics()
+        let disposer = Disposer(store: store, logger: logger)
+        let followUps = JobFollowUps(disposer: disposer, bodies: parts.bodies, problems: problems, requeue: { name, path in
+            guard let spool = runtime.spool(named: name), let status = spool.files.status(path), status.kind == .regular else { return }
+            await intake.submit(spool: name, files: [SpoolFile(relativePath: path, status: status)])
+        })
         let pipeline = JobPipeline(
-            store: store, bodies: parts.bodies, spools: registry, activity: activity, logger: logger, io: io,
-            problems: problems,
-            requeue: { spool, path in
-                guard let runtime = registry[spool], let status = runtime.files.status(path), status.kind == .regular else { return }
-                await intake.submit(spool: spool, files: [SpoolFile(relativePath: path, status: status)])
-            })
-        let chores = Chores(store: store, pipeline: pipeline, logger: logger)
+            records: OutcomeRecorder(store: store, logger: logger), runtime: runtime, activity: activity, followUps: followUps, io: io,
+            metrics: metrics, logger: logger)
+        let chores = Chores(store: store, runtime: runtime, activity: activity, disposer: disposer, bodies: parts.bodies, logger: logger)
         let paused = (try? await store.pausedSpools()) ?? []
         if !paused.isEmpty {
             logger.notice("uploads are paused (ferryctl resume to continue)", metadata: ["spools": "\(paused.sorted().joined(separator: ","))"])
@@ -91,7 +92,9 @@ public final class FerryDaemon: Service, Sendable {
         let meter = ThroughputMeter()
         let control = ControlServer(
             path: configuration.controlSocket, access: configuration.control,
-            service: ControlService(store: store, runtime: runtime, scheduler: scheduler, pipeline: pipeline, meter: meter, logger: logger),
+            service: ControlService(
+                store: store, runtime: runtime, scheduler: scheduler, activity: activity, problems: problems, metrics: metrics,
+                followUps: followUps, meter: meter, logger: logger),
             logger: logger)
         // `metrics_listen`: bound before the control socket, so a port in use stops start-up leaving nothing behind.
         let metricsServer = try await MetricsServer.bind(configuration.metricsListen, scrape: { try await control.service.metrics().prometheus }, logger: logger)
@@ -161,7 +164,7 @@ public final class FerryDaemon: Service, Sendable {
                 runtime.setReloader { reason in
                     notifier.reloading()
                     do {
-                        let result = try await self.reload(runtime: runtime, registry: registry, uploaders: uploaders, parts: parts, scheduler: scheduler,
+                        let result = try await self.reload(runtime: runtime, uploaders: uploaders, parts: parts, scheduler: scheduler,
                                                            startWatcher: { startWatcher.yield(($0, {})) }, reason: reason)
                         notifier.ready(status: await reporter.summary() ?? "configuration reloaded")
                         return result
@@ -199,7 +202,7 @@ public final class FerryDaemon: Service, Sendable {
     /// removed, changed), `max_concurrent_uploads`, `rescan_interval` and `shutdown_timeout`. An
     /// invalid file changes nothing. Uploads in flight finish with the settings they started with.
     private func reload(
-        runtime: DaemonRuntime, registry: SpoolRegistry, uploaders: UploaderPool, parts: SenderParts, scheduler: Scheduler,
+        runtime: DaemonRuntime, uploaders: UploaderPool, parts: SenderParts, scheduler: Scheduler,
         startWatcher: @Sendable (SpoolWatcher) -> Void, reason: String
     ) async throws -> ReloadResult {
         let old = runtime.configuration
@@ -231,8 +234,7 @@ public final class FerryDaemon: Service, Sendable {
         let rescanChanged = new.rescanInterval != old.rescanInterval
         if rescanChanged { applied.append("rescan_interval = \(DurationParser.format(new.rescanInterval))") }
 
-        registry.replace(with: runtimes)
-        runtime.update(configuration: new)
+        runtime.apply(new, spools: runtimes)
         for spool in old.spools where new.spool(named: spool.name) == nil {
             runtime.removeWatcher(for: spool.name)?.stop()
             applied.append("spool \(spool.name) removed (its queued jobs wait until it is configured again)")
@@ -253,181 +255,5 @@ public final class FerryDaemon: Service, Sendable {
             "restart_required": "\(restart.joined(separator: ", "))",
         ])
         return ReloadResult(applied: applied, restartRequired: restart)
-    }
-}
-
-/// One uploader (connection pool) per distinct transport setting, shared by the spools that use it.
-final class UploaderPool: Sendable {
-    private let uploaders = Mutex<[TransportSettings: Uploader]>([:])
-
-    /// The spools' run-time parts, creating the uploaders they need.
-    func runtimes(for configuration: FerryConfiguration, parts: SenderParts) throws(DaemonError) -> [String: SpoolRuntime] {
-        var spools: [String: SpoolRuntime] = [:]
-        for spool in configuration.spools {
-            let settings = TransportSettings(caFile: spool.caFile, connectTimeout: spool.connectTimeout, noProgressTimeout: spool.noProgressTimeout)
-            let uploader: Uploader
-            do {
-                uploader = try uploaders.withLock { uploaders in
-                    if let existing = uploaders[settings] { return existing }
-                    let created = try Uploader(settings: settings)
-                    uploaders[settings] = created
-                    return created
-                }
-            } catch {
-                throw .other("spool \(spool.name): cannot set up TLS: \(error)")
-            }
-            spools[spool.name] = SpoolRuntime(configuration: spool, uploader: uploader, parts: parts)
-        }
-        return spools
-    }
-
-    func shutdown() {
-        for uploader in uploaders.withLock({ Array($0.values) }) { try? uploader.syncShutdown() }
-    }
-}
-
-/// The parts of the running daemon that a configuration reload replaces, for the control commands.
-final class DaemonRuntime: Sendable {
-    private struct State {
-        var configuration: FerryConfiguration
-        var watchers: [String: SpoolWatcher] = [:]
-        var reloader: (@Sendable (String) async throws -> ReloadResult)?
-        var reloading = false
-    }
-    private let state: Mutex<State>
-
-    init(configuration: FerryConfiguration) {
-        state = Mutex(State(configuration: configuration))
-    }
-
-    /// The configuration in force.
-    var configuration: FerryConfiguration { state.withLock { $0.configuration } }
-
-    func update(configuration: FerryConfiguration) { state.withLock { $0.configuration = configuration } }
-
-    func watcher(named name: String) -> SpoolWatcher? { state.withLock { $0.watchers[name] } }
-
-    func setWatcher(_ watcher: SpoolWatcher, for name: String) { state.withLock { $0.watchers[name] = watcher } }
-
-    func removeWatcher(for name: String) -> SpoolWatcher? { state.withLock { $0.watchers.removeValue(forKey: name) } }
-
-    func setReloader(_ reloader: @escaping @Sendable (String) async throws -> ReloadResult) {
-        state.withLock { $0.reloader = reloader }
-    }
-
-    /// Re-reads the configuration (one reload at a time).
-    func reload(reason: String) async throws -> ReloadResult {
-        let reloader = try state.withLock { state -> (@Sendable (String) async throws -> ReloadResult) in
-            guard let reloader = state.reloader else { throw ControlError(.unavailable, "ferryd is still starting; try again") }
-            guard !state.reloading else { throw ControlError(.conflict, "a reload is already in progress") }
-            state.reloading = true
-            return reloader
-        }
-        defer { state.withLock { $0.reloading = false } }
-        return try await reloader(reason)
-    }
-}
-
-/// Hands files found by the watchers to the queue, and wakes the scheduler when any is new.
-final class Intake: Sendable {
-    let store: JobStore
-    let logger: Logger
-    /// Where a spool whose files cannot be queued says so (for `status`).
-    let problems: LocalProblems
-    private let queuedHook = Mutex<(@Sendable () -> Void)?>(nil)
-
-    init(store: JobStore, logger: Logger, problems: LocalProblems = LocalProblems()) {
-        self.store = store
-        self.logger = logger
-        self.problems = problems
-    }
-
-    var onQueued: (@Sendable () -> Void)? {
-        get { queuedHook.withLock { $0 } }
-        set { queuedHook.withLock { $0 = newValue } }
-    }
-
-    /// Queues `files`; returns whether the queue took them (false: they stay in the spool, unqueued).
-    @discardableResult
-    func submit(spool: String, files: [SpoolFile]) async -> Bool {
-        let discovered = files.map {
-            JobStore.DiscoveredFile(spool: spool, relativePath: $0.relativePath, identity: FileIdentity($0.status))
-        }
-        do {
-            let jobs = try await store.enqueue(discovered, now: Date(), makeBoundary: { MultipartBoundary.random().value })
-            for job in jobs {
-                logger.info("queued", metadata: ["job": "\(job.id)", "spool": "\(spool)", "file": "\(job.displayPath)", "bytes": "\(job.identity.size)"])
-            }
-            if !jobs.isEmpty { onQueued?() }
-            problems.resolvedIntake(spool: spool)
-            return true
-        } catch {
-            logger.error("cannot queue files; they stay in the spool and are looked for again in a few seconds",
-                         metadata: ["spool": "\(spool)", "files": "\(files.count)", "error": "\(error)"])
-            problems.reportIntake(spool: spool, "cannot queue files: \(error)")
-            return false
-        }
-    }
-}
-
-/// Periodic work in its own task: finishing dispositions that failed before (a full disk, a
-/// directory that was not writable) and pruning the event log.
-final class Chores: Sendable {
-    let store: JobStore
-    let pipeline: JobPipeline
-    let logger: Logger
-
-    /// How many job events `watch` can replay.
-    static let eventsKept: Int64 = 100_000
-
-    init(store: JobStore, pipeline: JobPipeline, logger: Logger) {
-        self.store = store
-        self.pipeline = pipeline
-        self.logger = logger
-    }
-
-    /// Runs until cancelled, in its own task (never in the scheduler's loop, whose turns feed the
-    /// watchdog): pending dispositions every minute, event pruning every hour.
-    func run() async {
-        var minutes = 0
-        while !Task.isCancelled {
-            try? await Task.sleep(for: .seconds(60))
-            if Task.isCancelled { return }
-            await finishPendingDispositions()
-            if minutes % 60 == 0 { _ = try? await store.pruneEvents(keep: Self.eventsKept) }
-            minutes += 1
-        }
-    }
-
-    /// Applies the disposition of every final job whose file was not dealt with yet, except those a
-    /// pipeline is still handling, a page at a time.
-    func finishPendingDispositions() async {
-        var after: Int64 = 0
-        while true {
-            guard let jobs = try? await store.pendingDispositions(after: after, limit: 64), let last = jobs.last else { return }
-            after = last.sequence ?? after
-            for job in jobs where !pipeline.isActive(job) {
-                guard let spool = pipeline.spools[job.spool] else { continue }
-                if await pipeline.disposer.dispose(job, spool: spool.configuration, files: spool.files) != nil {
-                    pipeline.bodies.remove(for: job)
-                }
-            }
-        }
-    }
-}
-
-/// Counts down the watchers' first scans.
-final class ScanCountdown: Sendable {
-    private let remaining: Mutex<Int>
-    private let doorbell = Doorbell()
-
-    init(count: Int) { remaining = Mutex(count) }
-
-    func done() {
-        if remaining.withLock({ $0 -= 1; return $0 }) <= 0 { doorbell.ring() }
-    }
-
-    func wait() async {
-        while remaining.withLock({ $0 }) > 0 { await doorbell.wait(until: nil) }
     }
 }

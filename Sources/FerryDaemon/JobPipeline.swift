@@ -18,41 +18,31 @@ import Logging
 /// A crash at any point leaves either the file in the spool or its fate on record (and a pending
 /// disposition is finished at the next start).
 final class JobPipeline: Sendable {
-    let store: JobStore
     /// Writes outcomes, retrying while the database cannot be written.
     let records: OutcomeRecorder
-    let bodies: BodyBuilder
-    let disposer: Disposer
-    /// The configured spools (replaced by a configuration reload).
-    let spools: SpoolRegistry
+    /// The live configuration and its spools (replaced by a configuration reload).
+    let runtime: DaemonRuntime
     /// The jobs being processed, their progress, and operators' interventions.
     let activity: ActiveJobs
-    let logger: Logger
-    /// Re-queues a path whose file changed after its upload (set by the daemon).
-    let requeue: @Sendable (String, [UInt8]) async -> Void
+    /// What follows a recorded fate.
+    let followUps: JobFollowUps
     /// Runs blocking file work off the concurrency pool.
     let io: BlockingIO
     /// Counts attempts by outcome, their bytes and durations.
     let metrics: DaemonMetrics
-    /// The local problem holding each spool back, if any (for `status`).
-    let problems: LocalProblems
+    let logger: Logger
 
     init(
-        store: JobStore, bodies: BodyBuilder, spools: SpoolRegistry, activity: ActiveJobs, logger: Logger, io: BlockingIO,
-        metrics: DaemonMetrics = DaemonMetrics(), problems: LocalProblems = LocalProblems(),
-        requeue: @escaping @Sendable (String, [UInt8]) async -> Void
+        records: OutcomeRecorder, runtime: DaemonRuntime, activity: ActiveJobs, followUps: JobFollowUps, io: BlockingIO,
+        metrics: DaemonMetrics, logger: Logger
     ) {
-        self.store = store
-        self.records = OutcomeRecorder(store: store, logger: logger)
-        self.bodies = bodies
-        self.disposer = Disposer(store: store, logger: logger)
-        self.spools = spools
+        self.records = records
+        self.runtime = runtime
         self.activity = activity
-        self.logger = logger
-        self.requeue = requeue
+        self.followUps = followUps
         self.io = io
         self.metrics = metrics
-        self.problems = problems
+        self.logger = logger
     }
 
     /// Whether the job is being processed right now.
@@ -83,7 +73,7 @@ final class JobPipeline: Sendable {
 
     private func run(_ job: Job, log: Logger) async throws {
         let startedAt = Date()
-        guard let spool = spools[job.spool] else {
+        guard let spool = runtime.spool(named: job.spool) else {
             return try await conclude(job, spool: nil, SendResult(report: .spoolMissing, requested: false), startedAt: startedAt, log: log)
         }
         // 1. Open.
@@ -128,27 +118,7 @@ final class JobPipeline: Sendable {
         }
         entry.write(to: log)
         // 5. Follow-ups.
-        var disposed: Disposer.Result?
-        for followUp in decision.followUps {
-            switch followUp {
-            case .reportLocalProblem(let message):
-                problems.report(spool: job.spool, job: job.id.rawValue, message)
-            case .clearLocalProblem:
-                if let problem = problems.resolved(spool: job.spool, job: job.id.rawValue) {
-                    log.notice("uploads can be prepared again", metadata: [
-                        "problem": "\(problem.message)", "duration_ms": "\(Int(Date().timeIntervalSince(problem.since) * 1000))",
-                    ])
-                }
-            case .forgetBody:
-                bodies.remove(for: job)
-            case .dispose:
-                if let spool { disposed = await disposer.dispose(recorded, spool: spool.configuration, files: spool.files) }
-            case .requeueIfLeft:
-                if disposed?.disposition == .left { await requeue(job.spool, job.relativePath) }
-            case .endServerUpload:
-                await spool?.sender.endUpload(of: job, logger: log)
-            }
-        }
+        await followUps.run(decision.followUps, job: job, recorded: recorded, spool: spool, log: log)
     }
 
     /// What opening a job's source gave.

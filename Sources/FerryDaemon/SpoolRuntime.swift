@@ -5,21 +5,6 @@ import FerryTransport
 import Foundation
 import Synchronization
 
-/// The spools the daemon runs now, by name. A configuration reload replaces the whole set; a job
-/// already being processed keeps the runtime it started with.
-final class SpoolRegistry: Sendable {
-    private let current: Mutex<[String: SpoolRuntime]>
-
-    init(_ spools: [String: SpoolRuntime]) { current = Mutex(spools) }
-
-    subscript(name: String) -> SpoolRuntime? { current.withLock { $0[name] } }
-
-    /// Every spool, in no particular order.
-    var all: [String: SpoolRuntime] { current.withLock { $0 } }
-
-    func replace(with spools: [String: SpoolRuntime]) { current.withLock { $0 = spools } }
-}
-
 /// What the senders share, whatever the spool: the queue (for resumable state), the body files and
 /// the blocking-I/O threads.
 struct SenderParts: Sendable {

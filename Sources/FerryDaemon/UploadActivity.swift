@@ -24,19 +24,34 @@ final class ActiveJobs: Sendable {
         var recentRate: Double?
         var task: Task<Void, Never>?
         var intervention: Intervention?
+        /// Rung when the pipeline is done with the job (its new state is on record).
+        var stopWaiters: [Doorbell] = []
     }
 
     private let entries = Mutex<[Int64: Entry]>([:])
+    /// Interventions for jobs the scheduler claimed but whose pipeline has not begun yet.
+    private let early = Mutex<[Int64: (intervention: Intervention, waiters: [Doorbell])]>([:])
     /// Every request body byte handed to a connection since start.
     let totalBytesSent = Atomic<Int64>(0)
 
     /// Starts tracking `job`. An intervention requested before the pipeline got here is kept.
     func begin(_ job: Job, estimatedTotal: Int64) {
-        entries.withLock { $0[job.sequence ?? -1] = Entry(job: job, bytesTotal: estimatedTotal) }
+        let key = job.sequence ?? -1
+        entries.withLock { entries in
+            var entry = Entry(job: job, bytesTotal: estimatedTotal)
+            if let asked = early.withLock({ $0.removeValue(forKey: key) }) {
+                entry.intervention = asked.intervention
+                entry.stopWaiters = asked.waiters
+            }
+            entries[key] = entry
+        }
     }
 
+    /// The pipeline is done with the job: its outcome is on record. Operators waiting for it to stop
+    /// are told.
     func end(_ job: Job) {
-        _ = entries.withLock { $0.removeValue(forKey: job.sequence ?? -1) }
+        let waiters = entries.withLock { $0.removeValue(forKey: job.sequence ?? -1)?.stopWaiters ?? [] }
+        for waiter in waiters { waiter.ring() }
     }
 
     /// Whether the job is being processed right now.
@@ -53,16 +68,26 @@ final class ActiveJobs: Sendable {
         if cancelNow { task.cancel() }
     }
 
-    /// Asks the pipeline to stop the job; returns false if the job is not being processed.
-    func intervene(_ job: Job, _ intervention: Intervention) -> Bool {
-        let task = entries.withLock { entries -> Task<Void, Never>?? in
-            guard entries[job.sequence ?? -1] != nil else { return .none }
-            entries[job.sequence ?? -1]?.intervention = intervention
-            return .some(entries[job.sequence ?? -1]?.task)
+    /// Asks the pipeline processing `job` (or about to: the scheduler claimed it) to stop it, and
+    /// returns once the pipeline has recorded the job's new state, or after `timeout`.
+    func stop(_ job: Job, _ intervention: Intervention, timeout: Duration) async {
+        let key = job.sequence ?? -1
+        let done = Doorbell()
+        let task = entries.withLock { entries -> Task<Void, Never>? in
+            guard entries[key] != nil else {
+                early.withLock { early in
+                    early[key] = (intervention, (early[key]?.waiters ?? []) + [done])
+                }
+                return nil
+            }
+            entries[key]?.intervention = intervention
+            entries[key]?.stopWaiters.append(done)
+            return entries[key]?.task
         }
-        guard let task else { return false }
         task?.cancel()
-        return true
+        await done.wait(until: .now + timeout)
+        // A job claimed but never begun (it ended first) leaves no early request behind.
+        _ = entries.withLock { _ in early.withLock { $0.removeValue(forKey: key) } }
     }
 
     /// What an operator asked of the job, if anything.

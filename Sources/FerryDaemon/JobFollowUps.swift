@@ -1,0 +1,41 @@
+import FerryDelivery
+import FerryQueue
+import Foundation
+import Logging
+
+/// Carries out what follows a job's recorded fate (``AttemptDecision/FollowUp``): the one
+/// implementation, for the pipeline and for an operator's cancel of a job that is not in flight.
+struct JobFollowUps: Sendable {
+    let disposer: Disposer
+    let bodies: BodyBuilder
+    /// The local problem holding each spool back, if any (for `status`).
+    let problems: LocalProblems
+    /// Re-queues a path whose file changed after its upload.
+    let requeue: @Sendable (String, [UInt8]) async -> Void
+
+    /// Runs `followUps` in order. `job` is the job as it was sent (with its resumable upload),
+    /// `recorded` as the queue now has it.
+    func run(_ followUps: [AttemptDecision.FollowUp], job: Job, recorded: Job, spool: SpoolRuntime?, log: Logger) async {
+        var disposed: Disposer.Result?
+        for followUp in followUps {
+            switch followUp {
+            case .reportLocalProblem(let message):
+                problems.report(spool: job.spool, job: job.id.rawValue, message)
+            case .clearLocalProblem:
+                if let problem = problems.resolved(spool: job.spool, job: job.id.rawValue) {
+                    log.notice("uploads can be prepared again", metadata: [
+                        "problem": "\(problem.message)", "duration_ms": "\(Int(Date().timeIntervalSince(problem.since) * 1000))",
+                    ])
+                }
+            case .forgetBody:
+                bodies.remove(for: job)
+            case .dispose:
+                if let spool { disposed = await disposer.dispose(recorded, spool: spool.configuration, files: spool.files) }
+            case .requeueIfLeft:
+                if disposed?.disposition == .left { await requeue(job.spool, job.relativePath) }
+            case .endServerUpload:
+                await spool?.sender.endUpload(of: job, logger: log)
+            }
+        }
+    }
+}

@@ -1,0 +1,43 @@
+import FerryConfig
+import FerryControl
+import FerryMultipart
+import FerryQueue
+import FerrySpool
+import FerrySystem
+import FerryTransport
+import Foundation
+import Logging
+import NIOCore
+import ServiceLifecycle
+import Synchronization
+import UnixSignals
+
+/// One uploader (connection pool) per distinct transport setting, shared by the spools that use it.
+final class UploaderPool: Sendable {
+    private let uploaders = Mutex<[TransportSettings: Uploader]>([:])
+
+    /// The spools' run-time parts, creating the uploaders they need.
+    func runtimes(for configuration: FerryConfiguration, parts: SenderParts) throws(DaemonError) -> [String: SpoolRuntime] {
+        var spools: [String: SpoolRuntime] = [:]
+        for spool in configuration.spools {
+            let settings = TransportSettings(caFile: spool.caFile, connectTimeout: spool.connectTimeout, noProgressTimeout: spool.noProgressTimeout)
+            let uploader: Uploader
+            do {
+                uploader = try uploaders.withLock { uploaders in
+                    if let existing = uploaders[settings] { return existing }
+                    let created = try Uploader(settings: settings)
+                    uploaders[settings] = created
+                    return created
+                }
+            } catch {
+                throw .other("spool \(spool.name): cannot set up TLS: \(error)")
+            }
+            spools[spool.name] = SpoolRuntime(configuration: spool, uploader: uploader, parts: parts)
+        }
+        return spools
+    }
+
+    func shutdown() {
+        for uploader in uploaders.withLock({ Array($0.values) }) { try? uploader.syncShutdown() }
+    }
+}
