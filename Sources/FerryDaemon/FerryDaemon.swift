@@ -46,114 +46,49 @@ public final class FerryDaemon: Service, Sendable {
         }
         defer { try? store.close() }
         state.protectDatabase()
-
-        // Recovery.
-        notifier.status("recovering the queue")
-        let requeued = try await store.requeueInterrupted(now: Date())
-        let orphans = state.removeOrphanedBodies()
-        if requeued > 0 || orphans > 0 {
-            logger.notice("recovered from the previous run", metadata: [
-                "requeued_uploads": "\(requeued)", "removed_bodies": "\(orphans)",
-            ])
-        }
+        try await recover(store, state: state)
 
         let uploaders = UploaderPool()
         defer { uploaders.shutdown() }
-        let io = BlockingIO(threads: configuration.maxConcurrentUploads)
-        let parts = SenderParts(store: store, bodies: BodyBuilder(directory: state.bodiesPath), io: io)
-        let runtime = DaemonRuntime(configuration: configuration, spools: try uploaders.runtimes(for: configuration, parts: parts))
-        let problems = LocalProblems()
-        let intake = Intake(store: store, logger: logger, problems: problems)
-        let activity = ActiveJobs()
-        let metrics = DaemonMetrics()
-        let disposer = Disposer(store: store, logger: logger)
-        let followUps = JobFollowUps(disposer: disposer, bodies: parts.bodies, problems: problems, requeue: { name, path in
-            guard let spool = runtime.spool(named: name), let status = spool.files.status(path), status.kind == .regular else { return }
-            await intake.submit(spool: name, files: [SpoolFile(relativePath: path, status: status)])
-        })
-        let pipeline = JobPipeline(
-            records: OutcomeRecorder(store: store, logger: logger), runtime: runtime, activity: activity, followUps: followUps, io: io,
-            metrics: metrics, logger: logger)
-        let chores = Chores(store: store, runtime: runtime, activity: activity, disposer: disposer, bodies: parts.bodies, logger: logger)
-        let paused = (try? await store.pausedSpools()) ?? []
-        if !paused.isEmpty {
-            logger.notice("uploads are paused (ferryctl resume to continue)", metadata: ["spools": "\(paused.sorted().joined(separator: ","))"])
-        }
-        let eventsBefore = (try? await store.eventBounds().newest) ?? 0
-        let reporter = StatusReporter(notifier: notifier, store: store)
-        let notifier = self.notifier
-        let scheduler = Scheduler(
-            store: store, pipeline: pipeline, maxConcurrentUploads: configuration.maxConcurrentUploads, paused: paused,
-            eventsBefore: eventsBefore, logger: logger,
-            wakeBy: { notifier.nextWatchdogDue },
-            onTurn: { notifier.watchdogIfDue() })
-        intake.onQueued = { scheduler.wake() }
-        self.scheduler.withLock { $0 = scheduler }
-        let meter = ThroughputMeter()
-        let control = ControlServer(
-            path: configuration.controlSocket, access: configuration.control,
-            service: ControlService(
-                store: store, runtime: runtime, scheduler: scheduler, activity: activity, problems: problems, metrics: metrics,
-                followUps: followUps, meter: meter, logger: logger),
-            logger: logger)
+        let parts = try await DaemonParts.assemble(
+            configuration: configuration, state: state, store: store, uploaders: uploaders, notifier: notifier, logger: logger)
+        scheduler.withLock { $0 = parts.scheduler }
         // `metrics_listen`: bound before the control socket, so a port in use stops start-up leaving nothing behind.
-        let metricsServer = try await MetricsServer.bind(configuration.metricsListen, scrape: { try await control.service.metrics().prometheus }, logger: logger)
+        let metricsServer = try await MetricsServer.bind(
+            configuration.metricsListen, scrape: { try await parts.control.service.metrics().prometheus }, logger: logger)
         let listener: (NIOAsyncChannel<NIOAsyncChannel<ControlFrame, ByteBuffer>, Never>, created: Bool)
         do {
-            listener = try await control.bind()
+            listener = try await parts.control.bind()
         } catch let error as DaemonError {
             throw error
         } catch {
             throw DaemonError.other("cannot listen on control_socket \(configuration.controlSocket): \(error)")
         }
-
-        await chores.finishPendingDispositions()
+        await parts.chores.finishPendingDispositions()
 
         await withGracefulShutdownHandler {
             await withDiscardingTaskGroup { group in
-                group.addTask { await control.serve(listener.0, created: listener.created) }
+                group.addTask { await parts.control.serve(listener.0, created: listener.created) }
                 if let metricsServer { group.addTask { await metricsServer.serve() } }
                 group.addTask {
                     while !Task.isCancelled {
-                        meter.sample(total: activity.totalBytesSent.load(ordering: .relaxed))
+                        parts.meter.sample(total: parts.activity.totalBytesSent.load(ordering: .relaxed))
                         try? await Task.sleep(for: .seconds(1))
                     }
                 }
                 // Watchers: each scans its spool once, then follows events. A reload stops some and starts others.
                 let (starts, startWatcher) = AsyncStream.makeStream(of: (SpoolWatcher, @Sendable () -> Void).self)
-                group.addTask {
-                    await withDiscardingTaskGroup { watchers in
-                        for await (watcher, scanned) in starts {
-                            watchers.addTask {
-                                await watcher.run(
-                                    deliver: { files in
-                                        // Files the queue could not take are looked for again soon, not at the next full rescan.
-                                        if !(await intake.submit(spool: watcher.settings.name, files: files)) { watcher.rescanSoon() }
-                                    },
-                                    scanned: scanned)
-                            }
-                        }
-                        watchers.cancelAll()
-                    }
-                }
+                group.addTask { await Self.runWatchers(starts, intake: parts.intake) }
                 notifier.status("scanning \(configuration.spools.count) spool\(configuration.spools.count == 1 ? "" : "s")")
                 let scanned = ScanCountdown(count: configuration.spools.count)
                 for spool in configuration.spools {
                     let watcher = Self.watcher(for: spool, rescanInterval: configuration.rescanInterval, logger: logger)
-                    runtime.setWatcher(watcher, for: spool.name)
+                    parts.runtime.setWatcher(watcher, for: spool.name)
                     startWatcher.yield((watcher, { scanned.done() }))
                 }
                 // SIGHUP reloads the configuration, as `ferryctl reload` does.
                 let hangups = await UnixSignalsSequence(trapping: .sighup)
-                group.addTask {
-                    for await _ in hangups {
-                        do {
-                            _ = try await runtime.reload(reason: "SIGHUP")
-                        } catch let error as ControlError where error.code == .unavailable {
-                            self.logger.warning("SIGHUP ignored: ferryd is still starting; send it again once it is ready")
-                        } catch {}
-                    }
-                }
+                group.addTask { await self.reloadOnHangup(hangups, runtime: parts.runtime) }
                 await scanned.wait()
                 logger.info("ready", metadata: [
                     "spools": "\(configuration.spools.map(\.name).joined(separator: ","))",
@@ -161,23 +96,23 @@ public final class FerryDaemon: Service, Sendable {
                     "control_socket": "\(configuration.controlSocket)",
                 ])
                 // Reloads only once started, so that READY=1 never comes before the first scan.
-                runtime.setReloader { reason in
+                parts.runtime.setReloader { [notifier] reason in
                     notifier.reloading()
                     do {
-                        let result = try await self.reload(runtime: runtime, uploaders: uploaders, parts: parts, scheduler: scheduler,
-                                                           startWatcher: { startWatcher.yield(($0, {})) }, reason: reason)
-                        notifier.ready(status: await reporter.summary() ?? "configuration reloaded")
+                        let result = try await self.reload(runtime: parts.runtime, uploaders: uploaders, parts: parts.senders,
+                                                           scheduler: parts.scheduler, startWatcher: { startWatcher.yield(($0, {})) }, reason: reason)
+                        notifier.ready(status: await parts.reporter.summary() ?? "configuration reloaded")
                         return result
                     } catch {
                         notifier.ready(status: "configuration reload rejected; the running configuration stays (see the log)")
                         throw error
                     }
                 }
-                notifier.ready(status: await reporter.summary() ?? "ready")
-                group.addTask { await reporter.run() }
-                group.addTask { await chores.run() }
+                notifier.ready(status: await parts.reporter.summary() ?? "ready")
+                group.addTask { await parts.reporter.run() }
+                group.addTask { await parts.chores.run() }
                 onReady()
-                await scheduler.run(shutdownTimeout: { runtime.configuration.shutdownTimeout })
+                await parts.scheduler.run(shutdownTimeout: { parts.runtime.configuration.shutdownTimeout })
                 startWatcher.finish()
                 group.cancelAll()
             }
@@ -188,8 +123,47 @@ public final class FerryDaemon: Service, Sendable {
             self.notifier.stopping(status: inFlight == 0 ? "stopping" : "stopping: waiting for \(inFlight) upload\(inFlight == 1 ? "" : "s") in flight")
             scheduler?.beginShutdown()
         }
-        await io.shutdown()
+        await parts.senders.io.shutdown()
         logger.info("stopped")
+    }
+
+    /// Uploads that were in flight go back to the queue; leftover bodies are removed.
+    private func recover(_ store: JobStore, state: borrowing StateDirectory) async throws {
+        notifier.status("recovering the queue")
+        let requeued = try await store.requeueInterrupted(now: Date())
+        let orphans = state.removeOrphanedBodies()
+        if requeued > 0 || orphans > 0 {
+            logger.notice("recovered from the previous run", metadata: [
+                "requeued_uploads": "\(requeued)", "removed_bodies": "\(orphans)",
+            ])
+        }
+    }
+
+    /// Runs each watcher handed over `starts` until the stream ends.
+    private static func runWatchers(_ starts: AsyncStream<(SpoolWatcher, @Sendable () -> Void)>, intake: Intake) async {
+        await withDiscardingTaskGroup { watchers in
+            for await (watcher, scanned) in starts {
+                watchers.addTask {
+                    await watcher.run(
+                        deliver: { files in
+                            // Files the queue could not take are looked for again soon, not at the next full rescan.
+                            if !(await intake.submit(spool: watcher.settings.name, files: files)) { watcher.rescanSoon() }
+                        },
+                        scanned: scanned)
+                }
+            }
+            watchers.cancelAll()
+        }
+    }
+
+    private func reloadOnHangup(_ hangups: UnixSignalsSequence, runtime: DaemonRuntime) async {
+        for await _ in hangups {
+            do {
+                _ = try await runtime.reload(reason: "SIGHUP")
+            } catch let error as ControlError where error.code == .unavailable {
+                logger.warning("SIGHUP ignored: ferryd is still starting; send it again once it is ready")
+            } catch {}
+        }
     }
 
     static func watcher(for spool: SpoolConfiguration, rescanInterval: Duration, logger: Logger) -> SpoolWatcher {

@@ -1,0 +1,61 @@
+import FerryConfig
+import FerryQueue
+import FerrySpool
+import Foundation
+import Logging
+
+/// The running daemon's parts, declared in one place: who gets what. Each part receives what it
+/// needs; none reaches through another.
+struct DaemonParts: Sendable {
+    let senders: SenderParts
+    let runtime: DaemonRuntime
+    let intake: Intake
+    let activity: ActiveJobs
+    let scheduler: Scheduler
+    let control: ControlServer
+    let chores: Chores
+    let reporter: StatusReporter
+    let meter: ThroughputMeter
+
+    static func assemble(
+        configuration: FerryConfiguration, state: borrowing StateDirectory, store: JobStore, uploaders: UploaderPool,
+        notifier: SystemdNotifier, logger: Logger
+    ) async throws -> DaemonParts {
+        let io = BlockingIO(threads: configuration.maxConcurrentUploads)
+        let senders = SenderParts(store: store, bodies: BodyBuilder(directory: state.bodiesPath), io: io)
+        let runtime = DaemonRuntime(configuration: configuration, spools: try uploaders.runtimes(for: configuration, parts: senders))
+        let problems = LocalProblems()
+        let intake = Intake(store: store, logger: logger, problems: problems)
+        let activity = ActiveJobs()
+        let metrics = DaemonMetrics()
+        let disposer = Disposer(store: store, logger: logger)
+        let followUps = JobFollowUps(disposer: disposer, bodies: senders.bodies, problems: problems, requeue: { name, path in
+            guard let spool = runtime.spool(named: name), let status = spool.files.status(path), status.kind == .regular else { return }
+            await intake.submit(spool: name, files: [SpoolFile(relativePath: path, status: status)])
+        })
+        let pipeline = JobPipeline(
+            records: OutcomeRecorder(store: store, logger: logger), runtime: runtime, activity: activity, followUps: followUps, io: io,
+            metrics: metrics, logger: logger)
+        let paused = (try? await store.pausedSpools()) ?? []
+        if !paused.isEmpty {
+            logger.notice("uploads are paused (ferryctl resume to continue)", metadata: ["spools": "\(paused.sorted().joined(separator: ","))"])
+        }
+        let scheduler = Scheduler(
+            store: store, pipeline: pipeline, maxConcurrentUploads: configuration.maxConcurrentUploads, paused: paused,
+            eventsBefore: (try? await store.eventBounds().newest) ?? 0, logger: logger,
+            wakeBy: { notifier.nextWatchdogDue },
+            onTurn: { notifier.watchdogIfDue() })
+        intake.onQueued = { scheduler.wake() }
+        let meter = ThroughputMeter()
+        let control = ControlServer(
+            path: configuration.controlSocket, access: configuration.control,
+            service: ControlService(
+                store: store, runtime: runtime, scheduler: scheduler, activity: activity, problems: problems, metrics: metrics,
+                followUps: followUps, meter: meter, logger: logger),
+            logger: logger)
+        return DaemonParts(
+            senders: senders, runtime: runtime, intake: intake, activity: activity, scheduler: scheduler, control: control,
+            chores: Chores(store: store, runtime: runtime, activity: activity, disposer: disposer, bodies: senders.bodies, logger: logger),
+            reporter: StatusReporter(notifier: notifier, store: store), meter: meter)
+    }
+}

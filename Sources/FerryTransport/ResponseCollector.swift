@@ -1,0 +1,60 @@
+import AsyncHTTPClient
+import FerrySystem
+import Foundation
+import Logging
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import NIOSSL
+import Synchronization
+import _NIOFileSystem
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Keeps a response's status, headers and first `limit` bytes (for the legacy AsyncHTTPClient API,
+/// which ``Uploader`` uses to send bodies with `sendfile`). An answer longer than 4 MiB is cut off:
+/// the connection is simply not reused.
+final class ResponseCollector: HTTPClientResponseDelegate, Sendable {
+    typealias Response = Void
+    struct Answer: Sendable {
+        var status: Int
+        var headers: [(name: String, value: String)]
+        var body: [UInt8]
+    }
+
+    private let limit: Int
+    private let watchdog: ProgressWatchdog
+    private let state = Mutex<(answer: Answer?, drained: Int)>((nil, 0))
+
+    init(limit: Int, watchdog: ProgressWatchdog) {
+        self.limit = limit
+        self.watchdog = watchdog
+    }
+
+    var answer: Answer? { state.withLock { $0.answer } }
+
+    func didSendRequestPart(task: HTTPClient.Task<Void>, _ part: IOData) { watchdog.progressed() }
+
+    func didReceiveHead(task: HTTPClient.Task<Void>, _ head: HTTPResponseHead) -> EventLoopFuture<Void> {
+        watchdog.progressed()
+        state.withLock { $0.answer = Answer(status: Int(head.status.code), headers: head.headers.map { (name: $0.name, value: $0.value) }, body: []) }
+        return task.eventLoop.makeSucceededVoidFuture()
+    }
+
+    func didReceiveBodyPart(task: HTTPClient.Task<Void>, _ buffer: ByteBuffer) -> EventLoopFuture<Void> {
+        watchdog.progressed()
+        let tooLong = state.withLock { state -> Bool in
+            if let count = state.answer?.body.count, count < limit {
+                state.answer?.body += buffer.readableBytesView.prefix(limit - count)
+            }
+            state.drained += buffer.readableBytes
+            return state.drained > 4 * 1024 * 1024
+        }
+        if tooLong { task.cancel() }
+        return task.eventLoop.makeSucceededVoidFuture()
+    }
+
+    func didFinishRequest(task: HTTPClient.Task<Void>) throws {}
+}
