@@ -191,6 +191,10 @@ let package = Package(
             ]
         ),
         .testTarget(
+            name: "FerryControlTests",
+            dependencies: ["FerryControl"]
+        ),
+        .testTarget(
             name: "FerryConfigTests",
             dependencies: ["FerryConfig"]
         ),

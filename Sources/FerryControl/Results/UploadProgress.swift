@@ -6,7 +6,7 @@ public struct UploadProgress: Sendable, Codable, Hashable {
     public var spool: String
     public var file: String
     /// `preparing` (building the body) or `sending`.
-    public var phase: String
+    public var phase: Phase
     public var bytesSent: Int64
     /// The request body's length (the file plus the multipart framing).
     public var bytesTotal: Int64
@@ -25,7 +25,7 @@ public struct UploadProgress: Sendable, Codable, Hashable {
              startedAt = "started_at", confirmedBytes = "confirmed_bytes"
     }
 
-    public init(job: String, spool: String, file: String, phase: String, bytesSent: Int64, bytesTotal: Int64,
+    public init(job: String, spool: String, file: String, phase: Phase, bytesSent: Int64, bytesTotal: Int64,
                 bytesPerSecond: Double, startedAt: Date, attempt: Int, confirmedBytes: Int64? = nil) {
         self.confirmedBytes = confirmedBytes
         self.job = job
@@ -37,5 +37,27 @@ public struct UploadProgress: Sendable, Codable, Hashable {
         self.bytesPerSecond = bytesPerSecond
         self.startedAt = startedAt
         self.attempt = attempt
+    }
+}
+
+extension UploadProgress {
+    /// What an upload in flight is doing.
+    public enum Phase: ControlVocabulary {
+        /// Opening the file and building the request body.
+        case preparing
+        /// Sending the request.
+        case sending
+        /// A name this build does not know (from a newer daemon).
+        case unrecognized(String)
+
+        public static let allCases: [Phase] = [.preparing, .sending]
+
+        public var rawValue: String {
+            switch self {
+            case .preparing: "preparing"
+            case .sending: "sending"
+            case .unrecognized(let name): name
+            }
+        }
     }
 }
