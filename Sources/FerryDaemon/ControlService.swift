@@ -168,7 +168,7 @@ final class ControlService: Sendable {
         let (location, path) = Self.location(of: job, spoolDirectory: spool?.directory)
         return JobDetail(
             job: job.summary, url: spool?.url.redactedURL ?? "(spool no longer configured)", location: location, path: path,
-            disposition: job.disposition.map(JobDetail.Disposition.init(rawValue:)), heldAt: job.heldAt, response: response,
+            disposition: job.disposition.map { JobDetail.Disposition(rawValue: $0.rawValue) }, heldAt: job.heldAt, response: response,
             attempts: attempts.map {
                 AttemptInfo(number: $0.number, startedAt: $0.startedAt, durationSeconds: $0.duration, status: $0.httpStatus,
                             error: $0.error, bytesSent: $0.bytesSent, outcome: AttemptInfo.Outcome(rawValue: $0.outcome.rawValue))
@@ -180,12 +180,12 @@ final class ControlService: Sendable {
     static func location(of job: Job, spoolDirectory: String?) -> (JobDetail.Location, String?) {
         let inSpool = spoolDirectory.map { $0 + "/" + job.displayPath }
         switch (job.state, job.disposition) {
-        case (.queued, _), (.uploading, _), (.retrying, _), (.held, _), (.superseded, _), (_, nil), (_, "left"?):
+        case (.queued, _), (.uploading, _), (.retrying, _), (.held, _), (.superseded, _), (_, nil), (_, .left?):
             return (.spool, inSpool)
-        case (.done, "kept"?): return (.kept, inSpool)
-        case (.done, "deleted"?): return (.deleted, nil)
-        case (.done, "moved"?): return (.sent, job.finalPath.map(displayName))
-        case (_, "moved"?): return (.failed, job.finalPath.map(displayName))
+        case (.done, .kept?): return (.kept, inSpool)
+        case (.done, .deleted?): return (.deleted, nil)
+        case (.done, .moved?): return (.sent, job.finalPath.map(displayName))
+        case (_, .moved?): return (.failed, job.finalPath.map(displayName))
         default: return (.missing, nil)
         }
     }

@@ -244,8 +244,8 @@ public final class JobStore: Sendable {
                     let identity = FileIdentity(
                         device: UInt64(bitPattern: row["device"]), inode: UInt64(bitPattern: row["inode"]),
                         size: row["size"], modificationTime: row["mtime_ns"])
-                    let disposition: String? = row["disposition"]
-                    let leftInPlace = disposition == Disposition.kept.rawValue || disposition == Disposition.left.rawValue
+                    let disposition = (row["disposition"] as String?).flatMap(Disposition.init(rawValue:))
+                    let leftInPlace = disposition == .kept || disposition == .left
                     if leftInPlace && identity == file.identity { continue }
                 }
                 var job = Job(
@@ -456,20 +456,6 @@ public final class JobStore: Sendable {
             try JobEvent.record(db, inserted, kind: .queued, at: now)
             return inserted
         }
-    }
-
-    /// What became of a source file after its job reached a final state.
-    public enum Disposition: String, Sendable {
-        /// Deleted from the spool (`after_upload = "delete"`).
-        case deleted
-        /// Moved to the sent directory (`move`) or, for a failed job, to the failed directory.
-        case moved
-        /// Left in place on purpose (`keep`).
-        case kept
-        /// Left in place because it changed after it was uploaded; the new version is queued anew.
-        case left
-        /// Already gone when Ferry came to dispose of it.
-        case missing
     }
 
     /// Records the job's resumable upload (tus): its URL, the offset the server confirmed, and when the
