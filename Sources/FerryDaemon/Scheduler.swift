@@ -74,7 +74,7 @@ final class Scheduler: Sendable {
     /// Notes whether the queue is busy or idle, to delimit busy periods.
     private func notePeriod() async {
         var pending = inFlight > 0
-        if !pending, let due = try? await store.nextDueDate() { pending = due != nil }
+        if !pending { pending = (try? await store.nextDueDate()) != nil }
         if pending {
             state.withLock { state in
                 if !state.busy {
