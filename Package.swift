@@ -156,9 +156,9 @@ let package = Package(
         .executableTarget(
             name: "ferryctl",
             dependencies: [
+                "FerryConfig",
                 "FerryControl",
                 "FerrySystem",
-                .product(name: "TOMLKit", package: "TOMLKit"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),

@@ -22,6 +22,20 @@ public struct ConfigurationLoader: Sendable {
 
     /// Loads the file at `path`.
     public func load(path: String) throws(ConfigurationError) -> FerryConfiguration {
+        try parse(Self.readText(path), path: path)
+    }
+
+    /// Parses `text` as if read from `path`; relative paths in it are resolved against `path`'s directory.
+    public func parse(_ text: String, path: String) throws(ConfigurationError) -> FerryConfiguration {
+        let root = try Self.document(text, path: path)
+        let context = LoadContext(file: path, locator: TOMLKeyLocator(text: text), secrets: secrets)
+        let configuration = context.configuration(from: root)
+        try context.throwIssues()
+        return configuration
+    }
+
+    /// The text of the file at `path`.
+    static func readText(_ path: String) throws(ConfigurationError) -> String {
         guard let bytes = readWholeFile(path) else {
             let reason = lastErrorMessage()
             throw ConfigurationError(issues: [ConfigurationIssue(
@@ -32,11 +46,11 @@ public struct ConfigurationLoader: Sendable {
             throw ConfigurationError(issues: [ConfigurationIssue(
                 file: path, line: nil, keyPath: nil, message: "the file is not UTF-8 text")])
         }
-        return try parse(text, path: path)
+        return text
     }
 
-    /// Parses `text` as if read from `path`; relative paths in it are resolved against `path`'s directory.
-    public func parse(_ text: String, path: String) throws(ConfigurationError) -> FerryConfiguration {
+    /// `text` as a TOML document, read from `path`.
+    static func document(_ text: String, path: String) throws(ConfigurationError) -> TOMLTable {
         let root: TOMLTable
         do {
             root = try TOMLTable(string: text)
@@ -54,15 +68,7 @@ public struct ConfigurationLoader: Sendable {
             throw ConfigurationError(issues: [ConfigurationIssue(
                 file: path, line: line, keyPath: nil, message: "a NUL character (\\u0000) is not allowed in any value")])
         }
-        let context = LoadContext(file: path, locator: TOMLKeyLocator(text: text), secrets: secrets)
-        let configuration = context.configuration(from: root)
-        if !context.issues.isEmpty {
-            let sorted = context.issues.enumerated().sorted {
-                ($0.element.line ?? .max, $0.offset) < ($1.element.line ?? .max, $1.offset)
-            }.map(\.element)
-            throw ConfigurationError(issues: sorted)
-        }
-        return configuration
+        return root
     }
 }
 
@@ -152,6 +158,15 @@ final class LoadContext {
             message: message))
     }
 
+    /// Throws the problems found, in the order they appear in the file, if there are any.
+    func throwIssues() throws(ConfigurationError) {
+        guard !issues.isEmpty else { return }
+        let sorted = issues.enumerated().sorted {
+            ($0.element.line ?? .max, $0.offset) < ($1.element.line ?? .max, $1.offset)
+        }.map(\.element)
+        throw ConfigurationError(issues: sorted)
+    }
+
     static let topLevelKeys: Set<String> = [
         "state_directory", "control_socket", "max_concurrent_uploads", "log_level", "shutdown_timeout",
         "rescan_interval", "spool", "control_group", "control_read_only_for_others", "control_idle_timeout",
@@ -179,7 +194,7 @@ final class LoadContext {
         let reader = TableReader(table: root, path: KeyPath(), context: self)
         reader.rejectUnknownKeys(Self.topLevelKeys)
         let stateDirectory = reader.path("state_directory") ?? "/var/lib/ferry"
-        let controlSocket = reader.path("control_socket") ?? "/run/ferry/control.sock"
+        let controlSocket = controlSocket(reader)
         let maxConcurrent = reader.int("max_concurrent_uploads", in: 1...256) ?? 4
         var logLevel = Logger.Level.info
         if let text = reader.string("log_level") {

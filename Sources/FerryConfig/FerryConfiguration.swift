@@ -29,6 +29,8 @@ public struct FerryConfiguration: Sendable {
 
     /// The default configuration file.
     public static let defaultPath = "/etc/ferry/ferry.toml"
+    /// The control socket when the configuration does not set `control_socket`.
+    public static let defaultControlSocket = "/run/ferry/control.sock"
 
     public init(
         path: String, stateDirectory: String, controlSocket: String, maxConcurrentUploads: Int,
