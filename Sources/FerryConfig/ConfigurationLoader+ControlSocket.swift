@@ -12,15 +12,8 @@ extension ConfigurationLoader {
         let root = try document(text, path: path)
         let context = LoadContext(
             file: path, locator: TOMLKeyLocator(text: text), secrets: SecretSources(environment: [:], credentialsDirectory: nil))
-        let socket = context.controlSocket(TableReader(table: root, path: KeyPath(), context: context))
+        let socket = FerryConfiguration.controlSocket(TableReader(table: root, path: KeyPath(), context: context))
         try context.throwIssues()
         return socket
-    }
-}
-
-extension LoadContext {
-    /// `control_socket`, as ferryd and ``ConfigurationLoader/controlSocket(inFile:)`` both read it.
-    func controlSocket(_ reader: TableReader) -> String {
-        reader.path("control_socket") ?? FerryConfiguration.defaultControlSocket
     }
 }
