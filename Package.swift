@@ -62,7 +62,6 @@ let package = Package(
         .target(
             name: "FerryConfig",
             dependencies: [
-                "FerryMultipart",
                 .product(name: "TOMLKit", package: "TOMLKit"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SystemPackage", package: "swift-system"),
