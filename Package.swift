@@ -170,9 +170,9 @@ let package = Package(
         .executableTarget(
             name: "ferryctl",
             dependencies: [
+                "FerryConfig",
                 "FerryControl",
                 "FerrySystem",
-                .product(name: "TOMLKit", package: "TOMLKit"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -207,6 +207,10 @@ let package = Package(
         .testTarget(
             name: "FerryDeliveryTests",
             dependencies: ["FerryDelivery", "FerryQueue", "FerryConfig"]
+        ),
+        .testTarget(
+            name: "FerryControlTests",
+            dependencies: ["FerryControl"]
         ),
         .testTarget(
             name: "FerryConfigTests",

@@ -153,10 +153,10 @@ extension ControlService {
         let identity: FileIdentity
         do {
             switch (job.disposition, job.finalPath) {
-            case ("moved"?, let movedPath?):
+            case (.moved?, let movedPath?):
                 let status = try spool.files.bringBack(from: movedPath, to: job.relativePath, token: job.id.rawValue)
                 identity = FileIdentity(status)
-            case (nil, _), ("left"?, _):
+            case (nil, _), (.left?, _):
                 // The file never left the spool.
                 guard let status = spool.files.status(job.relativePath), status.kind == .regular else {
                     throw SpoolFiles.ReturnError.missing(spool.configuration.directory + "/" + job.displayPath)

@@ -98,7 +98,7 @@ extension ControlService {
                     let uploads = activity.snapshot()
                     if !(uploads.isEmpty && lastProgressWasEmpty) {
                         try await session.writer.send(ControlReply(id: id, event: ControlJSON.value(
-                            WatchEvent(type: "progress", at: Date(), uploads: uploads))))
+                            WatchEvent(type: .progress, at: Date(), uploads: uploads))))
                     }
                     lastProgressWasEmpty = uploads.isEmpty
                 }
@@ -135,8 +135,8 @@ extension JobEvent {
     /// The event as `watch` sends it.
     var watchEvent: WatchEvent {
         WatchEvent(
-            type: "job", id: id, at: at, job: jobID.rawValue, spool: spool, file: displayPath,
-            state: JobStateName(rawValue: state.rawValue), event: kind.rawValue, attempt: attempt, status: httpStatus, message: message)
+            type: .job, id: id, at: at, job: jobID.rawValue, spool: spool, file: displayPath,
+            state: JobStateName(rawValue: state.rawValue), event: JobEventName(rawValue: kind.rawValue), attempt: attempt, status: httpStatus, message: message)
     }
 }
 

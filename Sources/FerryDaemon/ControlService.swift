@@ -180,25 +180,25 @@ final class ControlService: Sendable {
         let (location, path) = Self.location(of: job, spoolDirectory: spool?.directory)
         return JobDetail(
             job: job.summary, url: spool?.url.redactedURL ?? "(spool no longer configured)", location: location, path: path,
-            disposition: job.disposition, heldAt: job.heldAt, response: response,
+            disposition: job.disposition.map { JobDetail.Disposition(rawValue: $0.rawValue) }, heldAt: job.heldAt, response: response,
             attempts: attempts.map {
                 AttemptInfo(number: $0.number, startedAt: $0.startedAt, durationSeconds: $0.duration, status: $0.httpStatus,
-                            error: $0.error, bytesSent: $0.bytesSent, outcome: $0.outcome.rawValue)
+                            error: $0.error, bytesSent: $0.bytesSent, outcome: AttemptInfo.Outcome(rawValue: $0.outcome.rawValue))
             },
             progress: activity.progress(of: job))
     }
 
     /// Where the job's file is now.
-    static func location(of job: Job, spoolDirectory: String?) -> (String, String?) {
+    static func location(of job: Job, spoolDirectory: String?) -> (JobDetail.Location, String?) {
         let inSpool = spoolDirectory.map { $0 + "/" + job.displayPath }
         switch (job.state, job.disposition) {
-        case (.queued, _), (.uploading, _), (.retrying, _), (.held, _), (.superseded, _), (_, nil), (_, "left"?):
-            return ("spool", inSpool)
-        case (.done, "kept"?): return ("kept", inSpool)
-        case (.done, "deleted"?): return ("deleted", nil)
-        case (.done, "moved"?): return ("sent", job.finalPath.map(displayName))
-        case (_, "moved"?): return ("failed", job.finalPath.map(displayName))
-        default: return ("missing", nil)
+        case (.queued, _), (.uploading, _), (.retrying, _), (.held, _), (.superseded, _), (_, nil), (_, .left?):
+            return (.spool, inSpool)
+        case (.done, .kept?): return (.kept, inSpool)
+        case (.done, .deleted?): return (.deleted, nil)
+        case (.done, .moved?): return (.sent, job.finalPath.map(displayName))
+        case (_, .moved?): return (.failed, job.finalPath.map(displayName))
+        default: return (.missing, nil)
         }
     }
 
@@ -211,7 +211,7 @@ final class ControlService: Sendable {
         } catch {
             problems.append("the queue database cannot be read: \(error)")
         }
-        return HealthReport(status: problems.isEmpty ? "ok" : "degraded", version: FerryVersion.current,
+        return HealthReport(status: problems.isEmpty ? .ok : .degraded, version: FerryVersion.current,
                             uptimeSeconds: Date().timeIntervalSince(startedAt), problems: problems)
     }
 

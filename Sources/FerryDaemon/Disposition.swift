@@ -23,7 +23,7 @@ struct Disposer: Sendable {
 
     /// What happened to the file.
     struct Result {
-        var disposition: JobStore.Disposition
+        var disposition: Disposition
         /// Where the file went, as raw bytes.
         var finalPath: [UInt8]?
         /// For messages.
@@ -94,7 +94,7 @@ struct Disposer: Sendable {
         }
     }
 
-    private static func result(of outcome: SpoolFiles.Outcome, moved: JobStore.Disposition) -> Result {
+    private static func result(of outcome: SpoolFiles.Outcome, moved: Disposition) -> Result {
         switch outcome {
         case .done(let finalPath): Result(disposition: moved, finalPath: finalPath)
         case .missing: Result(disposition: .missing)

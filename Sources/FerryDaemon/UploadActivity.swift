@@ -12,7 +12,7 @@ import Synchronization
 final class ActiveJobs: Sendable {
     struct Entry: Sendable {
         var job: Job
-        var phase = "preparing"
+        var phase = UploadProgress.Phase.preparing
         var bytesSent: Int64 = 0
         var bytesTotal: Int64
         /// tus: the bytes the server has confirmed.
@@ -99,7 +99,7 @@ final class ActiveJobs: Sendable {
     /// ends: progress counts from there (and only bytes sent now count as sent).
     func sending(_ job: Job, total: Int64, confirmed: Int64? = nil) {
         entries.withLock {
-            $0[job.sequence ?? -1]?.phase = "sending"
+            $0[job.sequence ?? -1]?.phase = .sending
             $0[job.sequence ?? -1]?.bytesTotal = total
             $0[job.sequence ?? -1]?.bytesSent = confirmed ?? 0
             $0[job.sequence ?? -1]?.confirmedBytes = confirmed

@@ -116,8 +116,8 @@ public struct Job: Sendable, Hashable, FetchableRecord, MutablePersistableRecord
     public var responseBody: [UInt8]?
     /// The final response's `Content-Type`.
     public var responseContentType: String?
-    /// What became of the source file (`deleted`, `moved`, `kept`, `left`, `missing`); `nil` while pending.
-    public var disposition: String?
+    /// What became of the source file; `nil` while pending.
+    public var disposition: Disposition?
     /// When the source file was deleted, moved or kept after a final state; `nil` while pending.
     public var disposedAt: Date?
     /// Where the file is now, if it was moved (sent or failed directory), as raw bytes.
@@ -185,7 +185,8 @@ public struct Job: Sendable, Hashable, FetchableRecord, MutablePersistableRecord
         responseStatus = row["response_status"]
         responseBody = (row["response_body"] as Data?).map { [UInt8]($0) }
         responseContentType = row["response_content_type"]
-        disposition = row["disposition"]
+        // A name this build does not know (written by a newer ferryd) reads as pending rather than stopping the daemon.
+        disposition = (row["disposition"] as String?).flatMap(Disposition.init(rawValue:))
         disposedAt = (row["disposed_at"] as Double?).map(Date.init(timeIntervalSince1970:))
         finalPath = (row["final_path"] as Data?).map { [UInt8]($0) }
         heldAt = (row["held_at"] as Double?).map(Date.init(timeIntervalSince1970:))

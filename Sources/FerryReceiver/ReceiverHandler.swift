@@ -1,4 +1,3 @@
-import Crypto
 import Foundation
 import NIOCore
 import NIOHTTP1
@@ -39,77 +38,6 @@ final class ReceiverHandler: ChannelInboundHandler {
         /// A `stallUntil` request whose gate has opened.
         var released = false
         var error: String?
-    }
-
-    /// Where one part's bytes go: a temporary file (file parts) or memory (text fields).
-    private final class PartSink {
-        let fieldName: String
-        let filenameParameter: String?
-        let contentType: String?
-        let temporaryPath: String?
-        private var fd: Int32 = -1
-        private var text: [UInt8] = []
-        private var hasher = SHA256()
-        var size: Int64 = 0
-        var writeError: String?
-
-        /// Count the bytes only (the receiver's discard mode).
-        let countOnly: Bool
-        /// Hash a file part's bytes without writing them anywhere (the receiver's `keepFiles: false`).
-        let hashOnly: Bool
-
-        init(fieldName: String, filenameParameter: String?, contentType: String?, directory: String, countOnly: Bool = false,
-             keep: Bool = true) {
-            self.fieldName = fieldName
-            self.filenameParameter = filenameParameter
-            self.contentType = contentType
-            self.countOnly = countOnly && filenameParameter != nil
-            hashOnly = !countOnly && !keep && filenameParameter != nil
-            if filenameParameter != nil && !countOnly && keep {
-                let path = directory + "/.receiving-\(UUID().uuidString)"
-                temporaryPath = path
-                fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
-                if fd < 0 { writeError = "cannot create \(path): \(String(cString: strerror(errno)))" }
-            } else {
-                temporaryPath = nil
-            }
-        }
-
-        func append(_ bytes: UnsafeRawBufferPointer) {
-            size += Int64(bytes.count)
-            if countOnly { return }
-            if hashOnly {
-                hasher.update(bufferPointer: bytes)
-                return
-            }
-            guard temporaryPath != nil else {
-                text.append(contentsOf: bytes)
-                return
-            }
-            hasher.update(bufferPointer: bytes)
-            var offset = 0
-            while offset < bytes.count && fd >= 0 {
-                let count = write(fd, bytes.baseAddress! + offset, bytes.count - offset)
-                if count < 0 {
-                    if errno == EINTR { continue }
-                    writeError = "write failed: \(String(cString: strerror(errno)))"
-                    close(fd)
-                    fd = -1
-                    return
-                }
-                offset += count
-            }
-        }
-
-        var textValue: String { String(decoding: text, as: UTF8.self) }
-        var digest: String { countOnly ? "" : hasher.finalize().map { String(format: "%02x", $0) }.joined() }
-
-        func finish() { if fd >= 0 { close(fd); fd = -1 } }
-
-        func discard() {
-            finish()
-            if let temporaryPath { unlink(temporaryPath) }
-        }
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -452,45 +380,5 @@ final class ReceiverHandler: ChannelInboundHandler {
     static func jsonString(_ text: String) -> String {
         let data = (try? JSONEncoder().encode(text)) ?? Data("\"\"".utf8)
         return String(decoding: data, as: UTF8.self)
-    }
-}
-
-/// The first handler of a receiver's pipeline, next to the socket: while ``rate`` is set it lets
-/// each `read` through only once the bytes read so far have taken `1/rate` seconds each, so the
-/// client's writes block as against a slow server. Being below TLS, it paces the bytes on the wire,
-/// whatever reads the TLS handler asks for.
-final class ReadPacer: ChannelDuplexHandler {
-    typealias InboundIn = ByteBuffer
-    typealias InboundOut = ByteBuffer
-    typealias OutboundIn = ByteBuffer
-    typealias OutboundOut = ByteBuffer
-
-    /// Bytes per second; `nil` reads freely.
-    var rate: Int? {
-        didSet { if rate == nil { owed = 0 } }
-    }
-    private var owed = 0
-    private var waiting = false
-
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        if rate != nil { owed += unwrapInboundIn(data).readableBytes }
-        context.fireChannelRead(data)
-    }
-
-    func read(context: ChannelHandlerContext) {
-        guard let rate, owed > 0 else {
-            if !waiting { context.read() }
-            return
-        }
-        if waiting { return }
-        waiting = true
-        let delay = TimeAmount.nanoseconds(Int64(Double(owed) / Double(max(1, rate)) * 1e9))
-        owed = 0
-        let loopBound = NIOLoopBound((handler: self, context: context), eventLoop: context.eventLoop)
-        context.eventLoop.scheduleTask(in: delay) {
-            let (handler, context) = loopBound.value
-            handler.waiting = false
-            if context.channel.isActive { context.read() }
-        }
     }
 }

@@ -39,7 +39,7 @@ struct Health: DaemonCommand {
             Terminal.line("\(report.status): ferryd \(report.version), up \(Format.duration(report.uptimeSeconds))")
             for problem in report.problems { Terminal.line("  \(problem)") }
         }
-        if report.status != "ok" { throw ExitStatus.failed.code }
+        if report.status != .ok { throw ExitStatus.failed.code }
     }
 }
 

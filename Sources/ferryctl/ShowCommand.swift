@@ -30,8 +30,8 @@ enum JobDetailView {
         block.append("file", job.file)
         block.append("size", "\(Format.bytes(job.size)) (\(job.size) bytes)")
         block.append("state", job.state.rawValue)
-        block.append("location", detail.path.map { "\(detail.location) (\($0))" } ?? detail.location)
-        block.append("disposition", detail.disposition)
+        block.append("location", detail.path.map { "\(detail.location) (\($0))" } ?? detail.location.rawValue)
+        block.append("disposition", detail.disposition?.rawValue)
         block.append("url", detail.url)
         block.append("created", Format.timeWithRelative(job.createdAt, now: now))
         block.append("held", detail.heldAt.map { Format.timeWithRelative($0, now: now) })
@@ -82,7 +82,7 @@ enum JobDetailView {
         for attempt in attempts {
             table.append([
                 String(attempt.number), Format.timeWithRelative(attempt.startedAt, now: now),
-                Format.preciseDuration(attempt.durationSeconds), attempt.outcome, attempt.status.map(String.init) ?? "",
+                Format.preciseDuration(attempt.durationSeconds), attempt.outcome.rawValue, attempt.status.map(String.init) ?? "",
                 Format.bytes(attempt.bytesSent), attempt.error.map { Format.shortened($0, to: 80) } ?? "",
             ])
         }

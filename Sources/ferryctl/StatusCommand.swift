@@ -99,7 +99,7 @@ enum StatusView {
         ])
         for upload in uploads {
             table.append([
-                Format.shortened(upload.file, to: 48), upload.spool, upload.phase,
+                Format.shortened(upload.file, to: 48), upload.spool, upload.phase.rawValue,
                 "\(Format.bytes(upload.bytesSent)) / \(Format.bytes(upload.bytesTotal))",
                 Format.percent(upload.bytesSent, of: upload.bytesTotal), upload.confirmedBytes.map(Format.bytes) ?? "-",
                 Format.rate(upload.bytesPerSecond),

@@ -44,7 +44,7 @@ struct Watch: DaemonCommand {
                 }
                 // An event this client cannot read (from a newer daemon) is skipped, not fatal.
                 guard let event = try? Daemon.decode(raw, as: WatchEvent.self, what: "an event") else { continue }
-                if event.type == "progress" {
+                if event.type == .progress {
                     guard statusLine else { continue }
                     let text = WatchView.progressLine(event.uploads ?? [], width: Terminal.width)
                     Terminal.out(WatchView.clearLine + text)
@@ -68,7 +68,7 @@ enum WatchView {
 
     /// One job event: "10:15:30  retry       01JD…  scans/a.jpg  → retrying  attempt 2  HTTP 503  Service Unavailable".
     static func eventLine(_ event: WatchEvent) -> String {
-        let name = event.event ?? event.type
+        let name = event.event?.rawValue ?? event.type.rawValue
         var parts = [Format.clock(event.at), name.padding(toLength: max(10, name.count), withPad: " ", startingAt: 0)]
         if let job = event.job { parts.append(job) }
         switch (event.spool, event.file) {
@@ -78,7 +78,7 @@ enum WatchView {
         case (nil, nil): break
         }
         if let state = event.state, state.rawValue != name { parts.append("→ \(state.rawValue)") }
-        if let attempt = event.attempt, name == "started" || name == "retry" { parts.append("attempt \(attempt)") }
+        if let attempt = event.attempt, event.event == .started || event.event == .retry { parts.append("attempt \(attempt)") }
         if let status = event.status { parts.append("HTTP \(status)") }
         if let message = event.message, !message.isEmpty { parts.append(Format.shortened(message, to: 200)) }
         return parts.joined(separator: "  ")

@@ -350,6 +350,61 @@ struct ConfigurationTests {
     }
 }
 
+extension ConfigurationTests {
+    @Test("controlSocket(inFile:) gives the control_socket load(path:) gives, for odd paths and a relative file name")
+    func controlSocketAgreesWithLoad() throws {
+        var template = Array("/tmp/ferry-config.XXXXXX".utf8CString)
+        let directory = String(cString: mkdtemp(&template)!)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        // The same file named relative to the working directory, through "..".
+        let depth = FileManager.default.currentDirectoryPath.split(separator: "/").count
+        let relative = String(repeating: "../", count: depth) + directory.dropFirst() + "/conf/ferry.toml"
+        try FileManager.default.createDirectory(atPath: directory + "/conf", withIntermediateDirectories: true)
+        let cases: [(String?, String)] = [
+            (nil, "/run/ferry/control.sock"),
+            ("ctl.sock", directory + "/conf/ctl.sock"),
+            ("./run//ctl.sock", directory + "/conf/run/ctl.sock"),
+            ("../ctl.sock", directory + "/ctl.sock"),
+            ("sub/../../x/./ctl.sock", directory + "/x/ctl.sock"),
+            ("/srv//ferry/./link/../ctl.sock", "/srv/ferry/ctl.sock"),
+        ]
+        for (value, expected) in cases {
+            let text = (value.map { "control_socket = \"\($0)\"\n" } ?? "") + minimalSpool
+            try text.write(toFile: directory + "/conf/ferry.toml", atomically: true, encoding: .utf8)
+            for path in [directory + "/conf/ferry.toml", relative] {
+                let socket = try ConfigurationLoader.controlSocket(inFile: path)
+                #expect(socket == expected, "\(value ?? "(unset)") in \(path)")
+                #expect(socket == (try loader().load(path: path)).controlSocket, "\(value ?? "(unset)") in \(path)")
+            }
+        }
+    }
+
+    @Test("controlSocket(inFile:) reads only control_socket, and says why it cannot")
+    func controlSocketProblems() throws {
+        var template = Array("/tmp/ferry-config.XXXXXX".utf8CString)
+        let directory = String(cString: mkdtemp(&template)!)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let path = directory + "/ferry.toml"
+        func problem(_ text: String?, at path: String = path) -> String? {
+            if let text { try? text.write(toFile: path, atomically: true, encoding: .utf8) }
+            do {
+                _ = try ConfigurationLoader.controlSocket(inFile: path)
+                return nil
+            } catch {
+                return error.description
+            }
+        }
+        // The rest of the file is not checked: a secret ferryctl cannot read, an unknown key.
+        try "control_socket = \"/run/x.sock\"\nbogus = 1\n[[spool]]\nheaders = { A = \"${env:NOPE}\" }\n".write(toFile: path, atomically: true, encoding: .utf8)
+        #expect(try ConfigurationLoader.controlSocket(inFile: path) == "/run/x.sock")
+        #expect(problem(nil, at: directory + "/nope.toml") == directory + "/nope.toml: cannot read the configuration file: No such file or directory (pass --config PATH to use another file)")
+        #expect(problem(nil, at: directory) == directory + ": cannot read the configuration file: Is a directory (pass --config PATH to use another file)")
+        #expect(problem("a = 1\ncontrol_socket = \n")?.hasPrefix(path + ":2: TOML syntax error: ") == true)
+        #expect(problem("\ncontrol_socket = 5\n") == path + ":2: control_socket: expected a string, got an integer")
+        #expect(problem("control_socket = \"\"\n") == path + ":1: control_socket: the path must not be empty")
+    }
+}
+
 @Suite("Templates and secrets")
 struct TemplateTests {
     @Test("Field placeholders are parsed and rendered; {{ and }} are literal braces")

@@ -142,7 +142,7 @@ struct BadInputTests {
             }
             let job = try #require(try await jobs(harness).first)
             #expect(job.lastError == "the file disappeared before it was uploaded")
-            #expect(job.disposition == "missing")
+            #expect(job.disposition == .missing)
             #expect(harness.receiver.requests.isEmpty)
             #expect(!fileExists(harness.spoolPath() + "/.failed/vanishing.txt.error.json"), "no sidecar for a file that is not there")
             let shown = try await harness.ctl("show", job.id.rawValue, "--json").json()

@@ -104,7 +104,7 @@ struct DiskFullTests {
             #expect(unlink(filler) == 0)
             try await harness.waitForQuiet()
             let job = try #require(try await jobs(harness).first)
-            #expect(job.state == .done && job.attempts == 1 && job.disposition == "deleted")
+            #expect(job.state == .done && job.attempts == 1 && job.disposition == .deleted)
             #expect(!fileExists(source))
             #expect(harness.receiver.requests.count == 1, "sent once")
             #expect(harness.receiver.acceptedRequests.first?.files.first?.sha256 == sha256Hex(bytes))

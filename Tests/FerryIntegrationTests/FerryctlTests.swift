@@ -243,6 +243,38 @@ struct FerryctlTests {
         }
     }
 
+    @Test("ferryctl --config finds the socket where ferryd made it: a path with .. through a symlink, relative or absolute")
+    func configSocketAgreesWithFerryd() async throws {
+        // control_socket = "<dir>/link/../ctl.sock", link → <dir>/elsewhere/inner: ferryd resolves the
+        // path by its text (<dir>/ctl.sock), the kernel would follow the link (<dir>/elsewhere/ctl.sock).
+        try await withDaemonHarness(controlSocket: "link/../ctl.sock") { harness in
+            _ = try harness.directory.makeDirectory("elsewhere/inner")
+            #expect(symlink(harness.directory.url("elsewhere/inner"), harness.directory.url("link")) == 0)
+            try await harness.start()
+            #expect(fileExists(harness.directory.url("ctl.sock")))
+            let status = try await runFerryctl(["status", "--json"], socket: nil, environment: ["FERRY_CONFIG": harness.configPath])
+            #expect(status.status == 0, "\(status)")
+            #expect((try? status.json())?["config_path"] as? String == harness.configPath)
+        }
+        // control_socket = "../ctl.sock" in <dir>/conf/ferry.toml, conf → <dir>/real/conf: relative to
+        // the directory the file was named in (<dir>), not to where the link leads (<dir>/real).
+        try await withDaemonHarness { harness in
+            _ = try harness.directory.makeDirectory("real/conf")
+            #expect(symlink(harness.directory.url("real/conf"), harness.directory.url("conf")) == 0)
+            let text = try String(contentsOfFile: harness.configPath, encoding: .utf8)
+                .replacingOccurrences(of: "control_socket = \"\(harness.controlSocket)\"", with: "control_socket = \"../ctl.sock\"")
+            #expect(text.contains("control_socket = \"../ctl.sock\""))
+            let config = harness.directory.url("conf/ferry.toml")
+            try text.write(toFile: config, atomically: true, encoding: .utf8)
+            let daemon = try await Ferryd.start(configPath: config, logPath: harness.logPath)
+            #expect(fileExists(harness.directory.url("ctl.sock")))
+            let status = try await runFerryctl(["status", "--json", "--config", config], socket: nil)
+            #expect(status.status == 0, "\(status)")
+            #expect((try? status.json())?["config_path"] as? String == config)
+            try await daemon.stop()
+        }
+    }
+
     @Test("Socket activation: ferryd serves the socket passed as fd 3 (LISTEN_FDS/LISTEN_PID) and creates none")
     func socketActivation() async throws {
         try await withDaemonHarness { harness in

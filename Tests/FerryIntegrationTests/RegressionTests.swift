@@ -100,7 +100,7 @@ struct RegressionTests {
                 #expect(failed.contains(sidecar), "no sidecar for \(name)")
             }
             for job in try await jobs(harness) {
-                #expect(job.disposition == "moved")
+                #expect(job.disposition == .moved)
                 let path = try #require(job.finalPath)
                 var st = stat()
                 let exists = (path + [0]).withUnsafeBufferPointer { $0.withMemoryRebound(to: CChar.self) { lstat($0.baseAddress!, &st) } } == 0

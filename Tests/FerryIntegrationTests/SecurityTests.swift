@@ -77,7 +77,7 @@ struct SecurityTests {
             #expect(job.lastError?.contains("symlink") == true || job.lastError?.contains("disappeared") == true, "\(job.lastError ?? "")")
             #expect(harness.receiver.requests.isEmpty, "nothing was uploaded")
             try await waitUntil("the job's disposition to be recorded (missing, not retried forever)") { try await jobs(harness).first?.disposedAt != nil }
-            #expect(try await jobs(harness).first?.disposition == "missing")
+            #expect(try await jobs(harness).first?.disposition == .missing)
             #expect(harness.daemon?.log.contains("cannot dispose of the file") == false)
             #expect(try String(contentsOfFile: outside + "/report.txt", encoding: .utf8) == "outside, same name")
             #expect(try FileManager.default.contentsOfDirectory(atPath: outside) == ["report.txt"], "nothing moved or written through the link")

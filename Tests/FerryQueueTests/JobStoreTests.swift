@@ -173,6 +173,25 @@ struct JobStoreTests {
         #expect(try await queue.store.enqueue([file("a", inode: 7, mtime: 2_000)], now: Date(), makeBoundary: boundary).count == 1)
     }
 
+    @Test("The disposition column holds the same text as ever; Job reads it as a Disposition, and a name it does not know as pending")
+    func dispositionColumn() async throws {
+        let queue = try TestQueue()
+        let jobs = try await queue.store.enqueue(
+            Disposition.allCases.enumerated().map { file("f\($0.offset)", inode: UInt64($0.offset + 1)) }, now: Date(), makeBoundary: boundary)
+        let claimed = try await queue.store.claimDue(now: Date(), limit: jobs.count)
+        for (job, disposition) in zip(claimed, Disposition.allCases) {
+            let done = try await queue.store.finish(job, startedAt: Date(), now: Date(), bytesSent: 1, transition: .succeeded(status: 200, body: [], contentType: nil))
+            try await queue.store.markDisposed(done, disposition: disposition, finalPath: nil, now: Date())
+        }
+        let database = try DatabaseQueue(path: queue.path)
+        let texts = try await database.read { try String.fetchAll($0, sql: "SELECT disposition FROM job ORDER BY seq") }
+        #expect(texts == ["deleted", "moved", "kept", "left", "missing"])
+        #expect(try await queue.store.jobs().reversed().map(\.disposition) == Disposition.allCases)
+        try await database.write { try $0.execute(sql: "UPDATE job SET disposition = 'archived' WHERE seq = 1") }
+        try database.close()
+        #expect(try await queue.store.job(sequence: 1)?.disposition == nil)
+    }
+
     @Test("Job ids are 26-character ULIDs that sort by creation time and are never reused")
     func ids() async throws {
         var previous = JobID.generate(milliseconds: 1_700_000_000_000)

@@ -1,0 +1,31 @@
+extension ConfigurationLoader {
+    /// `protocol = "multipart"`: a form with the configured fields, then the file part named
+    /// `file_field`, sent with `method` (`POST` by default, or `PUT`).
+    struct MultipartKeys: UploadProtocolKeys {
+        static let keys: Set<String> = ["method", "file_field"]
+
+        let method: String
+        let fileField: String
+
+        init(reading reader: TableReader) {
+            method = Self.readMethod(reader, default: "POST")
+            TusKeys.refuseChunkSize(in: reader)
+            fileField = reader.string("file_field") ?? "file"
+            _ = reader.context.checkHeaderText(fileField, what: "the field name", at: reader.path.appending("file_field"), allowEmpty: false)
+        }
+
+        /// A field may not have the file part's name.
+        func checkField(named name: String, at path: KeyPath, context: LoadContext) {
+            if name == fileField {
+                context.report(path, "field \"\(name)\" has the same name as file_field")
+            }
+        }
+
+        /// Refuses `file_field` in a spool of another protocol.
+        static func refuseFileField(in reader: TableReader, uploadProtocol: UploadProtocol) {
+            if reader.table["file_field"] != nil {
+                reader.context.report(reader.path.appending("file_field"), "file_field applies only to protocol \"multipart\" (this spool uses \"\(uploadProtocol.rawValue)\")")
+            }
+        }
+    }
+}

@@ -1,0 +1,128 @@
+import Logging
+
+/// Reading the top-level table, and the checks that concern the configuration as a whole.
+extension FerryConfiguration {
+    /// The top-level keys.
+    static let keys: Set<String> = [
+        "state_directory", "control_socket", "max_concurrent_uploads", "log_level", "shutdown_timeout",
+        "rescan_interval", "spool", "control_group", "control_read_only_for_others", "control_idle_timeout",
+        "metrics_listen",
+    ]
+
+    /// Reads the top-level table and every spool; problems are reported to the reader's context
+    /// (the value is meaningful only if there are none).
+    init(reading reader: TableReader) {
+        let context = reader.context
+        reader.rejectUnknownKeys(Self.keys)
+        let stateDirectory = reader.path("state_directory") ?? "/var/lib/ferry"
+        let controlSocket = Self.controlSocket(reader)
+        let maxConcurrent = reader.int("max_concurrent_uploads", in: 1...256) ?? 4
+        var logLevel = Logger.Level.info
+        if let text = reader.string("log_level") {
+            if let level = Logger.Level(rawValue: text.lowercased()) {
+                logLevel = level
+            } else {
+                let levels = Logger.Level.allCases.map(\.rawValue).joined(separator: ", ")
+                context.report(KeyPath().appending("log_level"), "unknown log level \"\(text)\"; use one of \(levels)")
+            }
+        }
+        let shutdownTimeout = reader.duration("shutdown_timeout", minimum: .zero) ?? .seconds(30)
+        let rescanInterval = reader.duration("rescan_interval", minimum: .seconds(1)) ?? .seconds(300)
+        let control = ControlAccess(reading: reader)
+        var metricsListen: ListenAddress?
+        if let text = reader.string("metrics_listen") {
+            switch ListenAddress.parse(text) {
+            case .success(let address): metricsListen = address
+            case .failure(let error): context.report(KeyPath().appending("metrics_listen"), error.message)
+            }
+        }
+
+        var spools: [SpoolConfiguration] = []
+        if let tables = reader.arrayOfTables("spool") {
+            for (index, table) in tables.enumerated() {
+                if let spool = SpoolConfiguration(reading: TableReader(table: table, path: KeyPath().appending("spool").appending(index: index), context: context)) {
+                    spools.append(spool)
+                }
+            }
+        }
+        if spools.isEmpty && context.issues.isEmpty {
+            context.report(KeyPath(), "no [[spool]] is configured; add at least one (see etc/ferry/ferry.toml for an example)")
+        }
+        Self.checkSpoolsAreDistinct(spools, context: context)
+        Self.checkStateDirectory(stateDirectory, spools: spools, context: context)
+        self.init(
+            path: context.file, stateDirectory: stateDirectory, controlSocket: controlSocket,
+            maxConcurrentUploads: maxConcurrent, logLevel: logLevel, shutdownTimeout: shutdownTimeout,
+            rescanInterval: rescanInterval, spools: spools, control: control, metricsListen: metricsListen)
+    }
+
+    /// `control_socket`, as ferryd and ``ConfigurationLoader/controlSocket(inFile:)`` both read it.
+    static func controlSocket(_ reader: TableReader) -> String {
+        reader.path("control_socket") ?? defaultControlSocket
+    }
+
+    static func checkSpoolsAreDistinct(_ spools: [SpoolConfiguration], context: LoadContext) {
+        var names: [String: Int] = [:]
+        var directories: [String: String] = [:]
+        for (index, spool) in spools.enumerated() {
+            let path = KeyPath().appending("spool").appending(index: index)
+            if let first = names[spool.name] {
+                context.report(path.appending("name"), "spool name \"\(spool.name)\" is already used by spool[\(first)]")
+            }
+            names[spool.name] = names[spool.name] ?? index
+            let directory = LoadContext.normalized(spool.directory)
+            if let other = directories[directory] {
+                context.report(path.appending("directory"), "directory \(spool.directory) is already watched by spool \"\(other)\"")
+            }
+            directories[directory] = directories[directory] ?? spool.name
+            if LoadContext.normalized(spool.failedDirectory) == directory {
+                context.report(path.appending("failed_directory"), "failed_directory must not be the spool directory itself")
+            }
+            if spool.afterUpload == .move && LoadContext.normalized(spool.sentDirectory) == directory {
+                context.report(path.appending("sent_directory"), "sent_directory must not be the spool directory itself")
+            }
+        }
+        // A spool inside a recursive spool would be uploaded by both (dot-directories are not entered).
+        for (index, inner) in spools.enumerated() {
+            for outer in spools where outer.name != inner.name && outer.recursive {
+                let outerPath = LoadContext.normalized(outer.directory)
+                let innerPath = LoadContext.normalized(inner.directory)
+                guard innerPath.hasPrefix(outerPath + "/") else { continue }
+                let relative = innerPath.dropFirst(outerPath.count + 1)
+                if !relative.split(separator: "/").contains(where: { $0.hasPrefix(".") }) {
+                    context.report(KeyPath().appending("spool").appending(index: index).appending("directory"),
+                           "directory \(inner.directory) is inside recursive spool \"\(outer.name)\"; its files would be uploaded twice")
+                }
+            }
+            for other in spools where other.name != inner.name {
+                let otherPath = LoadContext.normalized(other.directory)
+                for (key, target) in [("failed_directory", inner.failedDirectory), ("sent_directory", inner.sentDirectory)]
+                where key == "failed_directory" || inner.afterUpload == .move {
+                    let targetPath = LoadContext.normalized(target)
+                    let nested = targetPath == otherPath
+                        || (targetPath.hasPrefix(otherPath + "/") && other.recursive
+                            && !targetPath.dropFirst(otherPath.count + 1).split(separator: "/").contains(where: { $0.hasPrefix(".") }))
+                    if nested {
+                        context.report(KeyPath().appending("spool").appending(index: index).appending(key),
+                               "\(key) \(target) is watched by spool \"\(other.name)\"; its files would be uploaded again")
+                    }
+                }
+            }
+        }
+    }
+
+    /// The state directory holds the queue and copies of files being sent: inside a spool it would
+    /// upload itself.
+    static func checkStateDirectory(_ state: String, spools: [SpoolConfiguration], context: LoadContext) {
+        for (index, spool) in spools.enumerated() {
+            let spoolPath = LoadContext.normalized(spool.directory)
+            if LoadContext.isSameOrInside(state, spoolPath) {
+                context.report(KeyPath().appending("state_directory"),
+                       "state_directory \(state) is inside spool \"\(spool.name)\" (\(spool.directory)); Ferry would upload its own queue — put it elsewhere, e.g. /var/lib/ferry")
+            } else if LoadContext.isSameOrInside(spoolPath, state) {
+                context.report(KeyPath().appending("spool").appending(index: index).appending("directory"),
+                       "spool directory \(spool.directory) is inside state_directory \(state)")
+            }
+        }
+    }
+}

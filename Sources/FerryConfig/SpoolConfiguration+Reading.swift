@@ -1,0 +1,170 @@
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Reading one `[[spool]]` table. The keys that depend on the spool's protocol are read by the
+/// protocol's ``UploadProtocolKeys`` (``UploadProtocol/configurationKeys``); the rest here.
+extension SpoolConfiguration {
+    /// The keys every spool may set, whatever its protocol.
+    static let commonKeys: Set<String> = [
+        "name", "directory", "recursive", "url", "protocol", "file_content_type", "settle", "after_upload",
+        "sent_directory", "failed_directory", "fields", "headers", "retry", "ca_file", "connect_timeout",
+        "no_progress_timeout",
+    ]
+
+    /// Every key of a spool table: the common ones and each protocol's own.
+    static var keys: Set<String> {
+        UploadProtocol.allCases.reduce(commonKeys) { $0.union($1.configurationKeys.keys) }
+    }
+
+    /// Headers Ferry sets itself; configuring them would corrupt the request.
+    static let reservedHeaders: Set<String> = [
+        "content-type", "content-length", "transfer-encoding", "host", "connection", "idempotency-key",
+        "user-agent", "expect", "te", "upgrade", "keep-alive", "trailer",
+    ]
+
+    /// Reads one spool table; `nil` if it has problems (reported to the reader's context).
+    init?(reading reader: TableReader) {
+        let context = reader.context
+        reader.rejectUnknownKeys(Self.keys)
+        let issuesBefore = context.issues.count
+        let name = reader.string("name", required: true)
+        if let name, name.isEmpty || !name.allSatisfy({ $0.isASCII && ($0.isLowercase || $0.isNumber || $0 == "_" || $0 == "-") }) {
+            context.report(reader.path.appending("name"), "\"\(name)\" is not a valid spool name; use lowercase letters, digits, '_' and '-'")
+        }
+        let directory = reader.path("directory", required: true)
+        let recursive = reader.bool("recursive") ?? false
+        var uploadProtocol = UploadProtocol.multipart
+        if let text = reader.string("protocol") {
+            if let value = UploadProtocol(rawValue: text.lowercased()) {
+                uploadProtocol = value
+            } else {
+                context.report(reader.path.appending("protocol"), "protocol must be \"multipart\", \"put\" or \"tus\", not \"\(text)\"")
+            }
+        }
+        let protocolKeys = uploadProtocol.configurationKeys
+        let url = Self.readURL(reader, namesFile: protocolKeys.urlNamesFile)
+        let keys = protocolKeys.init(reading: reader)
+        let fileContentType = reader.string("file_content_type")
+        if let fileContentType {
+            _ = context.checkHeaderText(fileContentType, what: "the content type", at: reader.path.appending("file_content_type"), allowEmpty: false)
+        }
+        let settle = reader.duration("settle", minimum: .zero) ?? .seconds(2)
+        var afterUpload = AfterUpload.delete
+        if let text = reader.string("after_upload") {
+            if let value = AfterUpload(rawValue: text) {
+                afterUpload = value
+            } else {
+                context.report(reader.path.appending("after_upload"), "after_upload must be \"delete\", \"keep\" or \"move\", not \"\(text)\"")
+            }
+        }
+        let sentDirectory = reader.path("sent_directory")
+        let failedDirectory = reader.path("failed_directory")
+        let fields = Self.readFields(reader, keys: keys)
+        let headers = Self.readHeaders(reader, keys: keys)
+        let retry = reader.table("retry").map {
+            RetryPolicy(reading: TableReader(table: $0, path: reader.path.appending("retry"), context: context))
+        } ?? RetryPolicy()
+        let caFile = reader.path("ca_file")
+        if let caFile, access(caFile, R_OK) != 0 {
+            context.report(reader.path.appending("ca_file"), "cannot read CA file \(caFile): \(lastErrorMessage())")
+        }
+        let connectTimeout = reader.duration("connect_timeout", minimum: .milliseconds(1)) ?? .seconds(10)
+        let noProgressTimeout = reader.duration("no_progress_timeout", minimum: .seconds(1)) ?? .seconds(60)
+
+        guard context.issues.count == issuesBefore, let name, let directory, let url else { return nil }
+        self.init(
+            name: name, directory: directory, recursive: recursive, url: url, uploadProtocol: uploadProtocol,
+            method: keys.method, chunkSize: keys.chunkSize, fileField: keys.fileField, fileContentType: fileContentType, settle: settle,
+            afterUpload: afterUpload, sentDirectory: sentDirectory, failedDirectory: failedDirectory, fields: fields, headers: headers,
+            retry: retry, caFile: caFile, connectTimeout: connectTimeout, noProgressTimeout: noProgressTimeout)
+    }
+
+    /// `url`: an http(s) URL, naming the file only if the protocol allows it.
+    private static func readURL(_ reader: TableReader, namesFile: Bool) -> ValueTemplate? {
+        guard let text = reader.string("url", required: true) else { return nil }
+        // Only a raw PUT names the file in its URL (WebDAV, object stores): {filename}, {relative_path}.
+        let url = reader.template(text, key: "url", allowPlaceholders: namesFile)
+        if let url { checkURL(url, at: reader.path.appending("url"), context: reader.context) }
+        if let url, url.placeholders.contains(.sha256) {
+            reader.context.report(reader.path.appending("url"), "{sha256} cannot be used in a URL (it would mean reading the whole file before sending it); use {filename}, {relative_path}, {size}, {mtime} or {id}")
+        }
+        return url
+    }
+
+    private static func checkURL(_ template: ValueTemplate, at path: KeyPath, context: LoadContext) {
+        let text = template.text
+        let shown = template.containsSecret ? "the URL (after resolving secrets)" : "\"\(text)\""
+        if text.unicodeScalars.contains(where: { $0.value <= 0x20 || $0.value == 0x7F }) {
+            context.report(path, "\(shown) contains a space or control character; percent-encode it (%20)")
+            return
+        }
+        guard let url = URL(string: text), let scheme = url.scheme?.lowercased() else {
+            context.report(path, "\(shown) is not a valid URL")
+            return
+        }
+        guard scheme == "http" || scheme == "https" else {
+            context.report(path, "\(shown) must start with http:// or https://")
+            return
+        }
+        guard let host = url.host, !host.isEmpty else {
+            context.report(path, "\(shown) has no host")
+            return
+        }
+    }
+
+    /// `[spool.fields]`: text fields, in key order, as the protocol allows them.
+    private static func readFields(_ reader: TableReader, keys: any UploadProtocolKeys) -> [NamedValue] {
+        guard let table = reader.table("fields") else { return [] }
+        let context = reader.context
+        var fields: [NamedValue] = []
+        let fieldsPath = reader.path.appending("fields")
+        for key in table.keys {
+            let keyPath = fieldsPath.appending(key)
+            guard let text = context.scalarText(table[key], at: keyPath) else { continue }
+            guard context.checkHeaderText(key, what: "the field name", at: keyPath, allowEmpty: false),
+                  context.checkHeaderText(text, what: "the value", at: keyPath, allowEmpty: true) else { continue }
+            keys.checkField(named: key, at: keyPath, context: context)
+            if case .success(let template) = context.parseTemplate(text, at: keyPath, allowPlaceholders: true),
+               !template.containsSecret || context.checkHeaderText(template.text, what: "the value (after resolving secrets)", at: keyPath, allowEmpty: true) {
+                fields.append(NamedValue(name: key, value: template))
+            }
+        }
+        return fields
+    }
+
+    /// `[spool.headers]`: extra request headers, none that Ferry or the protocol sets itself.
+    private static func readHeaders(_ reader: TableReader, keys: any UploadProtocolKeys) -> [NamedValue] {
+        guard let table = reader.table("headers") else { return [] }
+        let context = reader.context
+        var headers: [NamedValue] = []
+        let headersPath = reader.path.appending("headers")
+        for key in table.keys {
+            let keyPath = headersPath.appending(key)
+            guard let text = context.scalarText(table[key], at: keyPath) else { continue }
+            if !isToken(key) {
+                context.report(keyPath, "\"\(key)\" is not a valid header name")
+            } else if reservedHeaders.contains(key.lowercased()) {
+                context.report(keyPath, "header \(key) is set by Ferry and cannot be configured")
+            } else {
+                keys.checkHeader(named: key, at: keyPath, context: context)
+            }
+            guard context.checkHeaderText(text, what: "the header value", at: keyPath, allowEmpty: true) else { continue }
+            if case .success(let template) = context.parseTemplate(text, at: keyPath, allowPlaceholders: false),
+               !template.containsSecret || context.checkHeaderText(template.text, what: "the header value (after resolving secrets)", at: keyPath, allowEmpty: true) {
+                headers.append(NamedValue(name: key, value: template))
+            }
+        }
+        return headers
+    }
+
+    /// Whether `text` is an HTTP token (a valid header name).
+    static func isToken(_ text: String) -> Bool {
+        !text.isEmpty && text.utf8.allSatisfy { byte in
+            (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
+                || "!#$%&'*+-.^_`|~".utf8.contains(byte)
+        }
+    }
+}

@@ -1,0 +1,70 @@
+/// One watched directory and the endpoint its files go to.
+public struct SpoolConfiguration: Sendable, Equatable {
+    /// Unique name, `[a-z0-9_-]+`; stored with each job.
+    public var name: String
+    /// The directory watched for files (absolute).
+    public var directory: String
+    /// Whether subdirectories are watched too.
+    public var recursive: Bool
+    /// The endpoint; may contain secrets, so it is logged only without its query.
+    public var url: ValueTemplate
+    /// How a file travels: a `multipart/form-data` form, the raw bytes, or tus resumable uploads.
+    public var uploadProtocol: UploadProtocol
+    /// `POST` or `PUT` (multipart and put; tus chooses its own methods).
+    public var method: String
+    /// tus only: the most bytes sent in one `PATCH`; `nil` (the default) sends the whole remainder
+    /// in one request. Set it for servers behind a proxy that limits request bodies.
+    public var chunkSize: Int64?
+    /// The form field name of the file part.
+    public var fileField: String
+    /// Overrides the file part's `Content-Type`, which is otherwise chosen by extension.
+    public var fileContentType: String?
+    /// A file written in place is taken once its size and mtime have not changed for this long.
+    public var settle: Duration
+    /// What happens to a file once the server has accepted it.
+    public var afterUpload: AfterUpload
+    /// Where `after_upload = "move"` puts sent files.
+    public var sentDirectory: String
+    /// Where files that cannot be uploaded are moved, each with a `.error.json` sidecar.
+    public var failedDirectory: String
+    /// Extra text fields, sent before the file part, in key order.
+    public var fields: [NamedValue]
+    /// Extra request headers.
+    public var headers: [NamedValue]
+    /// When to retry and when to give up.
+    public var retry: RetryPolicy
+    /// A PEM bundle of CA certificates trusted instead of the system's, for private CAs.
+    public var caFile: String?
+    /// The longest a TCP/TLS connection may take to establish.
+    public var connectTimeout: Duration
+    /// An upload that neither sends nor receives a byte for this long is aborted and retried.
+    public var noProgressTimeout: Duration
+
+    public init(
+        name: String, directory: String, recursive: Bool = false, url: ValueTemplate,
+        uploadProtocol: UploadProtocol = .multipart, method: String = "POST", chunkSize: Int64? = nil, fileField: String = "file", fileContentType: String? = nil, settle: Duration = .seconds(2),
+        afterUpload: AfterUpload = .delete, sentDirectory: String? = nil, failedDirectory: String? = nil,
+        fields: [NamedValue] = [], headers: [NamedValue] = [], retry: RetryPolicy = RetryPolicy(),
+        caFile: String? = nil, connectTimeout: Duration = .seconds(10), noProgressTimeout: Duration = .seconds(60)
+    ) {
+        self.name = name
+        self.directory = directory
+        self.recursive = recursive
+        self.url = url
+        self.uploadProtocol = uploadProtocol
+        self.method = method
+        self.chunkSize = chunkSize
+        self.fileField = fileField
+        self.fileContentType = fileContentType
+        self.settle = settle
+        self.afterUpload = afterUpload
+        self.sentDirectory = sentDirectory ?? directory + "/.sent"
+        self.failedDirectory = failedDirectory ?? directory + "/.failed"
+        self.fields = fields
+        self.headers = headers
+        self.retry = retry
+        self.caFile = caFile
+        self.connectTimeout = connectTimeout
+        self.noProgressTimeout = noProgressTimeout
+    }
+}

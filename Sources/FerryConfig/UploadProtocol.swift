@@ -1,0 +1,13 @@
+/// How a spool's files are sent (`protocol`).
+public enum UploadProtocol: String, Sendable, CaseIterable {
+    /// An RFC 7578 `multipart/form-data` form: the configured fields, then the file (the default).
+    /// The body is a snapshot of the file in the state directory, so the file may change meanwhile.
+    case multipart
+    /// The file's bytes as the whole request body (`PUT` by default, or `POST`), `Content-Type` by
+    /// extension: WebDAV, pre-signed object-store URLs, simple ingest endpoints. Sent from the
+    /// file itself; the URL may name it with `{filename}` or `{relative_path}`.
+    case put
+    /// tus 1.0 resumable uploads (tus.io): the upload URL and the offset the server confirmed are
+    /// kept in the queue, so a failure or a restart resumes where the server's bytes end.
+    case tus
+}

@@ -1,0 +1,4 @@
+/// Arguments of commands that take none.
+public struct NoArguments: Sendable, Codable {
+    public init() {}
+}

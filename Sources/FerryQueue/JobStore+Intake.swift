@@ -1,0 +1,57 @@
+import Foundation
+import GRDB
+
+/// Files found in the spools become jobs.
+extension JobStore {
+    /// A file found in a spool, not yet known to be queued.
+    public struct DiscoveredFile: Sendable, Hashable {
+        public var spool: String
+        public var relativePath: [UInt8]
+        public var identity: FileIdentity
+        public init(spool: String, relativePath: [UInt8], identity: FileIdentity) {
+            self.spool = spool
+            self.relativePath = relativePath
+            self.identity = identity
+        }
+    }
+
+    /// Queues each file that is not already queued or already handled, in one transaction, and
+    /// returns the new jobs. A file is already handled when the latest job for its path is still
+    /// active, still being disposed of, or was deliberately left in place (`keep`, or changed during
+    /// its upload) with this very identity.
+    public func enqueue(
+        _ files: [DiscoveredFile], now: Date, notBefore: Date? = nil, makeBoundary: @escaping @Sendable () -> String
+    ) async throws -> [Job] {
+        guard !files.isEmpty else { return [] }
+        return try await write { db in
+            var created: [Job] = []
+            let latest = try db.cachedStatement(sql: """
+                SELECT state, device, inode, size, mtime_ns, disposition, disposed_at
+                FROM job WHERE spool = ? AND relative_path = ? ORDER BY seq DESC LIMIT 1
+                """)
+            for file in files {
+                latest.setUncheckedArguments([file.spool, Data(file.relativePath)])
+                if let row = try Row.fetchOne(latest) {
+                    let state: JobState = row["state"]
+                    if !state.isFinal { continue }
+                    if row["disposed_at"] as Double? == nil { continue }
+                    let identity = FileIdentity(
+                        device: UInt64(bitPattern: row["device"]), inode: UInt64(bitPattern: row["inode"]),
+                        size: row["size"], modificationTime: row["mtime_ns"])
+                    let disposition = (row["disposition"] as String?).flatMap(Disposition.init(rawValue:))
+                    let leftInPlace = disposition == .kept || disposition == .left
+                    if leftInPlace && identity == file.identity { continue }
+                }
+                var job = Job(
+                    id: JobID.generate(milliseconds: UInt64(max(0, now.timeIntervalSince1970 * 1000))),
+                    spool: file.spool, relativePath: file.relativePath, identity: file.identity,
+                    boundary: makeBoundary(), now: now)
+                if let notBefore { job.nextAttemptAt = notBefore }
+                try job.insert(db)
+                try JobEvent.record(db, job, kind: .queued, at: now)
+                created.append(job)
+            }
+            return created
+        }
+    }
+}

@@ -1,0 +1,186 @@
+import Foundation
+import GRDB
+
+/// What an attempt did to its job, and what became of the file.
+extension JobStore {
+    /// How an attempt changes its job.
+    public enum Transition: Sendable, Equatable {
+        /// The server accepted the file; the source's disposition is still to be applied.
+        case succeeded(status: Int, body: [UInt8], contentType: String?)
+        /// Retry no earlier than `at`.
+        case retry(at: Date, error: String, status: Int?, body: [UInt8]?, contentType: String?)
+        /// Give up; the source goes to the failed directory.
+        case failed(error: String, status: Int?, body: [UInt8]?, contentType: String?)
+        /// The attempt was cut short through no fault of the server (shutdown, source changed);
+        /// queue again at `at` without counting it.
+        case interrupted(at: Date, reason: String)
+        /// An operator held the job while it was uploading; the attempt does not count.
+        case held(reason: String)
+        /// An operator cancelled the job while it was uploading; the attempt does not count and the
+        /// file's disposition (to the failed directory) is still to be applied.
+        case cancelled(reason: String)
+    }
+
+    /// Records an attempt and its effect on the job in one durable transaction, and returns the updated job.
+    @discardableResult
+    public func finish(
+        _ job: Job, startedAt: Date, now: Date, bytesSent: Int64, transition: Transition
+    ) async throws -> Job {
+        var job = job
+        let sequence = job.sequence!
+        let counts: Bool
+        var attempt = Attempt(
+            jobSequence: sequence, number: job.attempts + 1, startedAt: startedAt,
+            duration: max(0, now.timeIntervalSince(startedAt)), httpStatus: nil, error: nil,
+            bytesSent: bytesSent, outcome: .success)
+        job.updatedAt = now
+        switch transition {
+        case .succeeded(let status, let body, let contentType):
+            counts = true
+            attempt.httpStatus = status
+            job.state = .done
+            job.finishedAt = now
+            job.nextAttemptAt = nil
+            job.keepResponse(status: status, body: body, contentType: contentType)
+            job.lastError = nil
+        case .retry(let at, let error, let status, let body, let contentType):
+            counts = true
+            attempt.outcome = .retry
+            attempt.httpStatus = status
+            attempt.error = error
+            job.state = .retrying
+            job.nextAttemptAt = at
+            job.lastError = error
+            job.keepResponse(status: status, body: body, contentType: contentType)
+        case .failed(let error, let status, let body, let contentType):
+            counts = true
+            attempt.outcome = .failure
+            attempt.httpStatus = status
+            attempt.error = error
+            job.state = .failed
+            job.finishedAt = now
+            job.nextAttemptAt = nil
+            job.lastError = error
+            job.keepResponse(status: status, body: body, contentType: contentType)
+        case .interrupted(let at, let reason):
+            counts = false
+            attempt.outcome = .interrupted
+            attempt.error = reason
+            job.state = .queued
+            job.nextAttemptAt = at
+        case .held(let reason):
+            counts = false
+            attempt.outcome = .interrupted
+            attempt.error = reason
+            job.state = .held
+            job.heldAt = now
+            job.nextAttemptAt = nil
+        case .cancelled(let reason):
+            counts = false
+            attempt.outcome = .interrupted
+            attempt.error = reason
+            job.state = .cancelled
+            job.finishedAt = now
+            job.nextAttemptAt = nil
+            job.lastError = reason
+        }
+        if counts { job.attempts += 1 }
+        let updated = job
+        let record = attempt
+        let event: (JobEvent.Kind, String?) = switch transition {
+        case .succeeded: (.done, nil)
+        case .retry(_, let error, _, _, _): (.retry, error)
+        case .failed(let error, _, _, _): (.failed, error)
+        case .interrupted(_, let reason): (.requeued, reason)
+        case .held(let reason): (.held, reason)
+        case .cancelled(let reason): (.cancelled, reason)
+        }
+        try await write { db in
+            try record.insert(db)
+            try updated.update(db)
+            try JobEvent.record(db, updated, kind: event.0, at: now, attempt: record.number, status: record.httpStatus, message: event.1)
+        }
+        return updated
+    }
+
+    /// Fails a job without an attempt (the source vanished or cannot be read, or it aged out while waiting).
+    @discardableResult
+    public func fail(_ job: Job, now: Date, error: String) async throws -> Job {
+        var job = job
+        job.state = .failed
+        job.finishedAt = now
+        job.updatedAt = now
+        job.nextAttemptAt = nil
+        job.lastError = error
+        let updated = job
+        try await write { db in
+            try updated.update(db)
+            try JobEvent.record(db, updated, kind: .failed, at: now, message: error)
+        }
+        return updated
+    }
+
+    /// Ends a job whose file changed before it was delivered, and queues the new version as a new
+    /// job (due at `notBefore`, to let a writer finish), in one transaction. Returns the new job.
+    /// The new job has its own id: the server sees new content under a new `Idempotency-Key`.
+    @discardableResult
+    public func supersede(
+        _ job: Job, by identity: FileIdentity, now: Date, notBefore: Date, boundary: String
+    ) async throws -> Job {
+        var old = job
+        old.state = .superseded
+        old.finishedAt = now
+        old.updatedAt = now
+        old.nextAttemptAt = nil
+        var successor = Job(
+            id: JobID.generate(milliseconds: UInt64(max(0, now.timeIntervalSince1970 * 1000))),
+            spool: job.spool, relativePath: job.relativePath, identity: identity, boundary: boundary, now: now)
+        successor.nextAttemptAt = notBefore
+        old.lastError = "the file changed before it was delivered; its new version is job \(successor.id)"
+        let ended = old
+        let next = successor
+        return try await write { db in
+            try ended.update(db)
+            try db.execute(
+                sql: "UPDATE job SET disposition = ?, disposed_at = ? WHERE seq = ?",
+                arguments: [Disposition.left.rawValue, now.timeIntervalSince1970, ended.sequence])
+            try JobEvent.record(db, ended, kind: .superseded, at: now, message: ended.lastError)
+            var inserted = next
+            try inserted.insert(db)
+            try JobEvent.record(db, inserted, kind: .queued, at: now)
+            return inserted
+        }
+    }
+
+    /// Records the job's resumable upload (tus): its URL, the offset the server confirmed, and when the
+    /// server will forget it; `nil` values clear them (the upload is gone, start over). Durable on return.
+    public func recordUpload(_ job: Job, _ upload: ResumableUpload?, now: Date) async throws {
+        try await write { db in
+            try db.execute(
+                sql: "UPDATE job SET upload_url = ?, upload_offset = ?, upload_expires = ?, upload_endpoint = ?, updated_at = ? WHERE seq = ?",
+                arguments: [upload?.url, upload?.offset, upload?.expires?.timeIntervalSince1970, upload?.endpointKey,
+                            now.timeIntervalSince1970, job.sequence])
+        }
+    }
+
+    /// Records that the source file has been dealt with.
+    public func markDisposed(_ job: Job, disposition: Disposition, finalPath: [UInt8]?, now: Date) async throws {
+        try await write { db in
+            try db.execute(
+                sql: "UPDATE job SET disposition = ?, disposed_at = ?, final_path = ?, updated_at = ? WHERE seq = ?",
+                arguments: [disposition.rawValue, now.timeIntervalSince1970, finalPath.map { Data($0) },
+                            now.timeIntervalSince1970, job.sequence])
+            try JobEvent.record(db, job, kind: .disposed, at: now, message: disposition.rawValue)
+        }
+    }
+}
+
+extension Job {
+    /// Keeps the server's answer (its first 64 KiB) with the job, when there was one.
+    mutating func keepResponse(status: Int?, body: [UInt8]?, contentType: String?) {
+        guard let status else { return }
+        responseStatus = status
+        responseBody = body.map { Array($0.prefix(JobStore.responseExcerptLimit)) }
+        responseContentType = contentType
+    }
+}

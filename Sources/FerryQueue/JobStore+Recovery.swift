@@ -1,0 +1,30 @@
+import Foundation
+import GRDB
+
+/// Picking up after a stop or a crash.
+extension JobStore {
+    /// After a restart, puts jobs that were `uploading` when the daemon stopped back in the queue,
+    /// due now, and returns how many there were. Their interrupted attempt is not counted.
+    public func requeueInterrupted(now: Date) async throws -> Int {
+        try await write { db in
+            try db.execute(sql: """
+                INSERT INTO event (at, job_seq, kind, state, message)
+                SELECT ?, seq, 'requeued', 'queued', 'the daemon stopped during the upload' FROM job WHERE state = 'uploading'
+                """, arguments: [now.timeIntervalSince1970])
+            try db.execute(
+                sql: "UPDATE job SET state = 'queued', next_attempt_at = ?, updated_at = ? WHERE state = 'uploading'",
+                arguments: [now.timeIntervalSince1970, now.timeIntervalSince1970])
+            return db.changesCount
+        }
+    }
+
+    /// Jobs in a final state whose source file has not been dealt with yet, oldest first, from the
+    /// one after sequence number `after`.
+    public func pendingDispositions(after: Int64 = 0, limit: Int) async throws -> [Job] {
+        try await read { db in
+            try Job.fetchAll(db, sql: """
+                SELECT * FROM job WHERE disposed_at IS NULL AND state IN ('done', 'failed', 'cancelled') AND seq > ? ORDER BY seq LIMIT ?
+                """, arguments: [after, limit])
+        }
+    }
+}

@@ -1,0 +1,282 @@
+import CFerrySystem
+import FerrySystem
+import Foundation
+import Logging
+
+/// The watcher's mutable state, owned by its `run` loop alone.
+struct WatchState {
+    let settings: SpoolWatchSettings
+    let logger: Logger
+    var listener: InotifyListener?
+    var fallbackRescan = false
+
+    /// Watch descriptor → relative path of the directory it watches (empty for the spool itself).
+    var watches: [Int32: [UInt8]] = [:]
+    var watchedDirectories: [[UInt8]: Int32] = [:]
+    var rootWatched = false
+    /// Whether "the spool directory is missing" was already logged.
+    var reportedMissingRoot = false
+    /// Files seen being written in place, waiting to settle.
+    var pending: [[UInt8]: PendingFile] = [:]
+    var nextRescan: ContinuousClock.Instant
+    /// Paths already warned about (symlinks, special files), so a rescan does not repeat the warning.
+    var warned: Set<[UInt8]> = []
+    let excluded: Set<[UInt8]>
+
+    struct PendingFile {
+        var status: FileStatus
+        var observedAt: ContinuousClock.Instant
+    }
+
+    init(settings: SpoolWatchSettings, logger: Logger) {
+        self.settings = settings
+        self.logger = logger
+        nextRescan = .now + settings.rescanInterval
+        let root = settings.directory.hasSuffix("/") ? settings.directory : settings.directory + "/"
+        excluded = Set(settings.excludedDirectories.compactMap { path in
+            path.hasPrefix(root) ? Array(path.dropFirst(root.count).utf8).trimmingSlashes() : nil
+        })
+    }
+
+    // MARK: Scanning
+
+    /// Scans the whole spool. At start (`createIfMissing`) a missing spool directory is created; one
+    /// that disappears later is waited for, checked every second, and watched again when it returns.
+    mutating func fullScan(deliver: @Sendable ([SpoolFile]) async -> Void, createIfMissing: Bool = false) async {
+        nextRescan = .now + (fallbackRescan ? .seconds(2) : settings.rescanInterval)
+        let root: DirectoryHandle
+        do {
+            root = try DirectoryHandle.open(settings.directory)
+        } catch {
+            if error.code == ENOENT && createIfMissing {
+                do {
+                    try makeDirectories(settings.directory, mode: 0o755)
+                    logger.notice("created missing spool directory", metadata: ["directory": "\(settings.directory)"])
+                    return await fullScan(deliver: deliver)
+                } catch {
+                    logger.error("spool directory is missing and cannot be created", metadata: ["error": "\(error)"])
+                }
+            } else if !reportedMissingRoot {
+                logger.error("cannot open spool directory; will keep trying", metadata: ["error": "\(error)"])
+            }
+            reportedMissingRoot = true
+            rootWatched = false
+            nextRescan = .now + .seconds(1)
+            return
+        }
+        if reportedMissingRoot {
+            logger.notice("spool directory is back", metadata: ["directory": "\(settings.directory)"])
+            reportedMissingRoot = false
+        }
+        if !rootWatched, listener != nil {
+            rootWatched = watchDirectory([])
+        }
+        var batch: [SpoolFile] = []
+        await scan(root, relative: [], batch: &batch, deliver: deliver)
+        if !batch.isEmpty { await deliver(batch) }
+    }
+
+    private mutating func scan(
+        _ directory: DirectoryHandle, relative: [UInt8], batch: inout [SpoolFile],
+        deliver: @Sendable ([SpoolFile]) async -> Void
+    ) async {
+        let names: [[UInt8]]
+        do {
+            names = try directory.entryNames()
+        } catch {
+            logger.error("cannot read spool directory", metadata: ["error": "\(error)"])
+            return
+        }
+        let now = ContinuousClock.now
+        for name in names {
+            let path = relative.isEmpty ? name : relative + [UInt8(ascii: "/")] + name
+            guard let status = directory.status(of: name) else { continue }
+            switch status.kind {
+            case .regular:
+                guard SpoolNameFilter.isCandidate(name) else { continue }
+                if let ready = consider(path, status, now: now) {
+                    batch.append(ready)
+                    if batch.count >= SpoolWatcher.batchSize {
+                        await deliver(batch)
+                        batch.removeAll(keepingCapacity: true)
+                    }
+                }
+            case .directory:
+                guard settings.recursive, SpoolNameFilter.isCandidateDirectory(name), !excluded.contains(path) else { continue }
+                guard let child = try? directory.openSubdirectory([name]) else { continue }
+                watchDirectory(path)
+                await scan(child, relative: path, batch: &batch, deliver: deliver)
+            case .symlink, .special:
+                guard SpoolNameFilter.isCandidate(name) else { continue }
+                warnSkipped(path, status.kind)
+            }
+        }
+    }
+
+    /// Watches the directory at `relative`. Watching an inode already watched returns its descriptor
+    /// again (a directory renamed within the spool), so the maps are corrected to its new path.
+    @discardableResult
+    private mutating func watchDirectory(_ relative: [UInt8]) -> Bool {
+        guard let listener else { return false }
+        let path = relative.isEmpty ? settings.directory : settings.directory + "/" + String(decoding: relative, as: UTF8.self)
+        do {
+            // The configured spool path may itself be a symlink (the administrator's choice); below
+            // it, nothing is followed.
+            let wd = try listener.watch(path, followSymlink: relative.isEmpty)
+            if let old = watches[wd], old != relative { watchedDirectories[old] = nil }
+            if let oldWatch = watchedDirectories[relative], oldWatch != wd { watches[oldWatch] = nil }
+            watches[wd] = relative
+            watchedDirectories[relative] = wd
+            return true
+        } catch {
+            logger.warning(relative.isEmpty ? "cannot watch the spool directory; relying on rescans" : "cannot watch a subdirectory; relying on rescans",
+                           metadata: ["error": "\(error)"])
+            return false
+        }
+    }
+
+    /// Whether a regular file is ready now; if not, it is remembered until it settles.
+    private mutating func consider(_ path: [UInt8], _ status: FileStatus, now: ContinuousClock.Instant) -> SpoolFile? {
+        if isSettledByAge(status) {
+            pending[path] = nil
+            return SpoolFile(relativePath: path, status: status)
+        }
+        if let known = pending[path], known.status.isSameVersion(as: status) { return nil }
+        pending[path] = PendingFile(status: status, observedAt: now)
+        return nil
+    }
+
+    /// A file whose mtime is at least `settle` in the past has not changed for `settle`.
+    private func isSettledByAge(_ status: FileStatus) -> Bool {
+        let settle = settings.settle
+        if settle == .zero { return true }
+        let nowNanoseconds = Int64(Date().timeIntervalSince1970 * 1_000_000_000)
+        let age = nowNanoseconds - status.modificationTime
+        let settleNanoseconds = settle.components.seconds * 1_000_000_000 + settle.components.attoseconds / 1_000_000_000
+        return age >= settleNanoseconds
+    }
+
+    private mutating func warnSkipped(_ path: [UInt8], _ kind: FileStatus.Kind) {
+        guard !warned.contains(path) else { return }
+        if warned.count < 10_000 { warned.insert(path) }
+        let what = kind == .symlink ? "a symlink (symlinks are never followed)" : "not a regular file"
+        logger.warning("skipping \(what)", metadata: ["file": "\(displayName(path))"])
+    }
+
+    // MARK: Events
+
+    mutating func handle(_ events: [InotifyEvent], deliver: @Sendable ([SpoolFile]) async -> Void) async {
+        var batch: [SpoolFile] = []
+        var rescan = false
+        let now = ContinuousClock.now
+        for event in events {
+            if event.has(CFERRY_IN_Q_OVERFLOW) {
+                logger.warning("inotify queue overflowed; rescanning")
+                rescan = true
+                continue
+            }
+            guard let directory = watches[event.watch] else { continue }
+            if event.name.isEmpty {
+                if event.has(CFERRY_IN_IGNORED) || event.has(CFERRY_IN_DELETE_SELF) {
+                    forget(watch: event.watch, directory: directory)
+                } else if event.has(CFERRY_IN_MOVE_SELF) {
+                    // A subdirectory renamed within the spool was re-mapped by its IN_MOVED_TO already;
+                    // one moved out of the spool (or the spool itself) is no longer ours to watch.
+                    if directory.isEmpty || status(of: directory).map({ $0.kind != .directory }) ?? true
+                        || !(watchedAt(directory) == event.watch) {
+                        listener?.unwatch(event.watch)
+                        forget(watch: event.watch, directory: directory)
+                    }
+                }
+                continue
+            }
+            let path = directory.isEmpty ? event.name : directory + [UInt8(ascii: "/")] + event.name
+            if event.has(CFERRY_IN_ISDIR) {
+                guard settings.recursive, event.has(CFERRY_IN_CREATE) || event.has(CFERRY_IN_MOVED_TO),
+                      SpoolNameFilter.isCandidateDirectory(event.name), !excluded.contains(path)
+                else { continue }
+                guard let root = try? DirectoryHandle.open(settings.directory),
+                      let child = try? root.openSubdirectory(path.splitPath()) else { continue }
+                watchDirectory(path)
+                await scan(child, relative: path, batch: &batch, deliver: deliver)
+                continue
+            }
+            guard SpoolNameFilter.isCandidate(event.name), let status = status(of: path) else { continue }
+            switch status.kind {
+            case .regular:
+                if event.has(CFERRY_IN_MOVED_TO) {
+                    pending[path] = nil
+                    batch.append(SpoolFile(relativePath: path, status: status))
+                } else if event.has(CFERRY_IN_CLOSE_WRITE) {
+                    if let ready = consider(path, status, now: now) { batch.append(ready) }
+                } else {
+                    // IN_CREATE: the writer has only begun; wait for it to settle.
+                    if pending[path] == nil { pending[path] = PendingFile(status: status, observedAt: now) }
+                }
+            case .symlink, .special:
+                warnSkipped(path, status.kind)
+            case .directory:
+                break
+            }
+            if batch.count >= SpoolWatcher.batchSize {
+                await deliver(batch)
+                batch.removeAll(keepingCapacity: true)
+            }
+        }
+        if !batch.isEmpty { await deliver(batch) }
+        if rescan { await fullScan(deliver: deliver) }
+    }
+
+    /// The watch descriptor the kernel has for the directory now at `relative`, if any.
+    private func watchedAt(_ relative: [UInt8]) -> Int32? {
+        guard let listener else { return nil }
+        let path = settings.directory + "/" + String(decoding: relative, as: UTF8.self)
+        // Adding a watch for an inode already watched only returns its descriptor.
+        return try? listener.watch(path)
+    }
+
+    private mutating func forget(watch: Int32, directory: [UInt8]) {
+        guard watches[watch] != nil else { return }
+        watches[watch] = nil
+        if watchedDirectories[directory] == watch { watchedDirectories[directory] = nil }
+        if directory.isEmpty {
+            rootWatched = false
+            logger.warning("spool directory was removed or moved away; waiting for it to come back",
+                           metadata: ["directory": "\(settings.directory)"])
+            // Check again soon rather than at the next full rescan.
+            nextRescan = .now + .seconds(1)
+        }
+    }
+
+    private func status(of path: [UInt8]) -> FileStatus? {
+        guard let root = try? DirectoryHandle.open(settings.directory) else { return nil }
+        if path.firstIndex(of: UInt8(ascii: "/")) == nil { return root.status(of: path) }
+        guard let (parent, name) = try? root.openParent(of: path) else { return nil }
+        return parent.status(of: name)
+    }
+
+    // MARK: Ticks
+
+    mutating func tick(deliver: @Sendable ([SpoolFile]) async -> Void) async {
+        let now = ContinuousClock.now
+        if now >= nextRescan {
+            await fullScan(deliver: deliver)
+            return
+        }
+        guard !pending.isEmpty else { return }
+        var batch: [SpoolFile] = []
+        for (path, known) in pending {
+            guard let status = status(of: path), status.kind == .regular else {
+                pending[path] = nil
+                continue
+            }
+            if !status.isSameVersion(as: known.status) {
+                pending[path] = PendingFile(status: status, observedAt: now)
+            } else if now - known.observedAt >= settings.settle || isSettledByAge(status) {
+                pending[path] = nil
+                batch.append(SpoolFile(relativePath: path, status: status))
+            }
+        }
+        if !batch.isEmpty { await deliver(batch) }
+    }
+}
