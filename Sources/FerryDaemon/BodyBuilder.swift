@@ -71,19 +71,6 @@ struct BodyBuilder: Sendable {
     }
 }
 
-extension FileIdentity {
-    init(_ status: FileStatus) {
-        self.init(device: status.device, inode: status.inode, size: status.size, modificationTime: status.modificationTime)
-    }
-}
-
-extension FileStatus {
-    /// Whether this is the version of the file that `identity` names.
-    func matches(_ identity: FileIdentity) -> Bool {
-        device == identity.device && inode == identity.inode && size == identity.size && modificationTime == identity.modificationTime
-    }
-}
-
 extension Job {
     /// The file's base name as sent in `filename=` (invalid UTF-8 replaced by U+FFFD).
     var baseName: String {

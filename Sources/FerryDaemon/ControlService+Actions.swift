@@ -155,13 +155,13 @@ extension ControlService {
             switch (job.disposition, job.finalPath) {
             case (.moved?, let movedPath?):
                 let status = try spool.files.bringBack(from: movedPath, to: job.relativePath, token: job.id.rawValue)
-                identity = FileIdentity(status)
+                identity = status.version
             case (nil, _), (.left?, _):
                 // The file never left the spool.
                 guard let status = spool.files.status(job.relativePath), status.kind == .regular else {
                     throw SpoolFiles.ReturnError.missing(spool.configuration.directory + "/" + job.displayPath)
                 }
-                identity = FileIdentity(status)
+                identity = status.version
             default:
                 throw SpoolFiles.ReturnError.missing(job.finalPath.map(displayName) ?? job.displayPath)
             }
@@ -196,7 +196,7 @@ extension ControlService {
                 results.append(ActionOutcome(id: file, ok: false, error: ControlError(.notFound, "\(file) is not a regular file in spool \(arguments.spool)")))
                 continue
             }
-            found.append((file, JobStore.DiscoveredFile(spool: arguments.spool, relativePath: Array(file.utf8), identity: FileIdentity(status))))
+            found.append((file, JobStore.DiscoveredFile(spool: arguments.spool, relativePath: Array(file.utf8), identity: status.version)))
         }
         let created = try await store.enqueue(found.map(\.1), now: Date(), makeBoundary: { MultipartBoundary.random().value })
         for (file, discovered) in found {

@@ -96,18 +96,7 @@ public final class FerryDaemon: Service, Sendable {
                     "control_socket": "\(configuration.controlSocket)",
                 ])
                 // Reloads only once started, so that READY=1 never comes before the first scan.
-                parts.runtime.setReloader { [notifier] reason in
-                    notifier.reloading()
-                    do {
-                        let result = try await self.reload(runtime: parts.runtime, uploaders: uploaders, parts: parts.senders,
-                                                           scheduler: parts.scheduler, startWatcher: { startWatcher.yield(($0, {})) }, reason: reason)
-                        notifier.ready(status: await parts.reporter.summary() ?? "configuration reloaded")
-                        return result
-                    } catch {
-                        notifier.ready(status: "configuration reload rejected; the running configuration stays (see the log)")
-                        throw error
-                    }
-                }
+                installReloader(parts: parts, uploaders: uploaders, startWatcher: { startWatcher.yield(($0, {})) })
                 notifier.ready(status: await parts.reporter.summary() ?? "ready")
                 group.addTask { await parts.reporter.run() }
                 group.addTask { await parts.chores.run() }
@@ -125,6 +114,22 @@ public final class FerryDaemon: Service, Sendable {
         }
         await parts.senders.io.shutdown()
         logger.info("stopped")
+    }
+
+    /// Lets `ferryctl reload` and SIGHUP re-read the configuration, telling systemd around it.
+    private func installReloader(parts: DaemonParts, uploaders: UploaderPool, startWatcher: @escaping @Sendable (SpoolWatcher) -> Void) {
+        parts.runtime.setReloader { [notifier] reason in
+            notifier.reloading()
+            do {
+                let result = try await self.reload(runtime: parts.runtime, uploaders: uploaders, parts: parts.senders,
+                                                   scheduler: parts.scheduler, startWatcher: startWatcher, reason: reason)
+                notifier.ready(status: await parts.reporter.summary() ?? "configuration reloaded")
+                return result
+            } catch {
+                notifier.ready(status: "configuration reload rejected; the running configuration stays (see the log)")
+                throw error
+            }
+        }
     }
 
     /// Uploads that were in flight go back to the queue; leftover bodies are removed.

@@ -35,7 +35,7 @@ final class Intake: Sendable {
     @discardableResult
     func submit(spool: String, files: [SpoolFile]) async -> Bool {
         let discovered = files.map {
-            JobStore.DiscoveredFile(spool: spool, relativePath: $0.relativePath, identity: FileIdentity($0.status))
+            JobStore.DiscoveredFile(spool: spool, relativePath: $0.relativePath, identity: $0.status.version)
         }
         do {
             let jobs = try await store.enqueue(discovered, now: Date(), makeBoundary: { MultipartBoundary.random().value })

@@ -142,9 +142,9 @@ final class JobPipeline: Sendable {
         do {
             let (descriptor, status) = try files.open(job.relativePath)
             let source = SourceFile(descriptor: descriptor, status: status)
-            guard status.matches(job.identity) else {
+            guard status.version == job.identity else {
                 source.close()
-                return .unusable(.sourceChanged(FileIdentity(status)))
+                return .unusable(.sourceChanged(status.version))
             }
             return .source(source)
         } catch {

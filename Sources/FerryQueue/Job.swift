@@ -45,22 +45,8 @@ public enum JobState: String, Sendable, Codable, CaseIterable, DatabaseValueConv
     public var isFinal: Bool { self == .done || self == .failed || self == .superseded || self == .cancelled }
 }
 
-/// Identifies one version of a file: the same inode with the same size and modification time.
-/// A source is deleted only if it still has the identity that was uploaded.
-public struct FileIdentity: Sendable, Hashable, Codable {
-    public var device: UInt64
-    public var inode: UInt64
-    public var size: Int64
-    /// Modification time in nanoseconds since the Unix epoch.
-    public var modificationTime: Int64
-
-    public init(device: UInt64, inode: UInt64, size: Int64, modificationTime: Int64) {
-        self.device = device
-        self.inode = inode
-        self.size = size
-        self.modificationTime = modificationTime
-    }
-}
+/// The version of a file a job uploads (see ``FileVersion``).
+public typealias FileIdentity = FileVersion
 
 /// A resumable (tus) upload the server created for a job: where it lives, how many bytes the
 /// server has confirmed, and when the server will forget it (`Upload-Expires`).

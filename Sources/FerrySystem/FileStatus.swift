@@ -43,9 +43,29 @@ public struct FileStatus: Sendable, Hashable {
         mode = UInt32(st.st_mode)
     }
 
+    /// Which version of which file this is.
+    public var version: FileVersion {
+        FileVersion(device: device, inode: inode, size: size, modificationTime: modificationTime)
+    }
+
     /// Whether `other` is the same version of the same file: same inode, size and mtime.
-    public func isSameVersion(as other: FileStatus) -> Bool {
-        device == other.device && inode == other.inode && size == other.size
-            && modificationTime == other.modificationTime
+    public func isSameVersion(as other: FileStatus) -> Bool { version == other.version }
+}
+
+/// One version of one file: the same inode with the same size and modification time. A job
+/// uploads one version (its ``FileIdentity``, the same type); a source is deleted or moved only if
+/// it is still that version.
+public struct FileVersion: Sendable, Hashable, Codable {
+    public var device: UInt64
+    public var inode: UInt64
+    public var size: Int64
+    /// Modification time in nanoseconds since the Unix epoch.
+    public var modificationTime: Int64
+
+    public init(device: UInt64, inode: UInt64, size: Int64, modificationTime: Int64) {
+        self.device = device
+        self.inode = inode
+        self.size = size
+        self.modificationTime = modificationTime
     }
 }

@@ -83,7 +83,7 @@ struct LifecycleTests {
         try await withDaemonHarness { harness in
             let state = try harness.directory.makeDirectory("state")
             let garbage = Data(repeating: 0x5A, count: 16384)
-            FileManager.default.createFile(atPath: state + "/queue.sqlite", contents: garbage)
+            _ = FileManager.default.createFile(atPath: state + "/queue.sqlite", contents: garbage)
             let child = try ChildProcess(executable: try BuiltProducts.path("ferryd"), arguments: ["--config", harness.configPath],
                                          logPath: harness.logPath)
             let status = try await child.waitForExit()
@@ -98,7 +98,7 @@ struct LifecycleTests {
         let plan: @Sendable (RequestInfo) -> ReceiverAction = { info in info.index == 0 ? .stall(afterBytes: 64 * 1024) : .store() }
         try await withDaemonHarness(topLevel: ["shutdown_timeout = \"1s\""], plan: plan) { harness in
             let bodies = try harness.directory.makeDirectory("state/bodies")
-            FileManager.default.createFile(atPath: bodies + "/01JORPHAN.body", contents: Data("stale".utf8))
+            _ = FileManager.default.createFile(atPath: bodies + "/01JORPHAN.body", contents: Data("stale".utf8))
             try await harness.start()
             #expect(!fileExists(bodies + "/01JORPHAN.body"))
             try harness.drop("photo.jpg", pseudoRandomBytes(4 << 20, seed: 9))

@@ -98,7 +98,7 @@ struct SecurityTests {
         let spool = try directory.makeDirectory("spool")
         chmod(spool, 0o777)
         let shadow = directory.url("shadow-like")
-        FileManager.default.createFile(atPath: shadow, contents: Data("root:$6$secret".utf8), attributes: [.posixPermissions: 0o600])
+        _ = FileManager.default.createFile(atPath: shadow, contents: Data("root:$6$secret".utf8), attributes: [.posixPermissions: 0o600])
         let status = try await runToCompletion(
             ["/usr/bin/setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "--", "/bin/ln", shadow, spool + "/shadow"],
             environment: [:], stdoutPath: directory.url("out"), stderrPath: directory.url("err"), timeout: .seconds(10))

@@ -42,10 +42,10 @@ struct SpoolTests {
             try await harness.start()
             let spool = harness.spoolPath()
             for name in [".hidden", "upload.tmp", "upload.part", "notes.txt~"] {
-                FileManager.default.createFile(atPath: spool + "/" + name, contents: Data("x".utf8))
+                _ = FileManager.default.createFile(atPath: spool + "/" + name, contents: Data("x".utf8))
             }
             try FileManager.default.createDirectory(atPath: spool + "/sub", withIntermediateDirectories: true)
-            FileManager.default.createFile(atPath: spool + "/sub/inner.txt", contents: Data("x".utf8))
+            _ = FileManager.default.createFile(atPath: spool + "/sub/inner.txt", contents: Data("x".utf8))
             mkfifo(spool + "/pipe", 0o644)
             try harness.drop("sentinel.txt", Array("ok".utf8))
             try await harness.waitForAccepted(1)

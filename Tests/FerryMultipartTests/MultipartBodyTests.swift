@@ -21,7 +21,7 @@ final class Scratch {
     /// Writes `bytes` to a new file and returns it open for reading.
     func source(_ bytes: [UInt8], name: String = "source") throws -> SystemPackage.FileDescriptor {
         let file = path + "/" + name
-        FileManager.default.createFile(atPath: file, contents: Data(bytes))
+        _ = FileManager.default.createFile(atPath: file, contents: Data(bytes))
         return try SystemPackage.FileDescriptor.open(FilePath(file), .readOnly)
     }
 }
@@ -215,7 +215,7 @@ struct MultipartBodyTests {
         #expect(throws: FerryMultipart.MultipartError.self) { try body.writeFile(at: FilePath(path)) }
         // A symlink planted at the path is not followed.
         let target = scratch.path + "/target"
-        FileManager.default.createFile(atPath: target, contents: Data("keep".utf8))
+        _ = FileManager.default.createFile(atPath: target, contents: Data("keep".utf8))
         let link = scratch.path + "/link"
         symlink(target, link)
         #expect(throws: FerryMultipart.MultipartError.self) { try body.writeFile(at: FilePath(link)) }

@@ -215,7 +215,7 @@ struct JobStoreTests {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let path = directory + "/queue.sqlite"
         let garbage = Data((0..<8192).map { UInt8(truncatingIfNeeded: $0 &* 37) })
-        FileManager.default.createFile(atPath: path, contents: garbage)
+        _ = FileManager.default.createFile(atPath: path, contents: garbage)
         do {
             _ = try JobStore(path: path)
             Issue.record("a garbage file was opened as a queue")

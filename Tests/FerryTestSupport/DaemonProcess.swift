@@ -12,7 +12,7 @@ public enum BuiltProducts {
         if let explicit = ProcessInfo.processInfo.environment["FERRY_BUILD_DIR"] { return explicit }
         var buffer = [CChar](repeating: 0, count: 4096)
         let count = readlink("/proc/self/exe", &buffer, buffer.count - 1)
-        let executable = count > 0 ? String(cString: buffer) : CommandLine.arguments[0]
+        let executable = count > 0 ? String(decoding: buffer.prefix(Int(count)).map { UInt8(bitPattern: $0) }, as: UTF8.self) : CommandLine.arguments[0]
         var directory = (executable as NSString).deletingLastPathComponent
         // swift test runs <build>/FerryPackageTests.xctest; it may also be inside a bundle directory.
         while !directory.isEmpty && directory != "/" && !FileManager.default.fileExists(atPath: directory + "/ferryd") {
@@ -44,7 +44,7 @@ public final class ChildProcess: @unchecked Sendable {
         var env = ProcessInfo.processInfo.environment
         for (key, value) in environment { env[key] = value }
         process.environment = env
-        FileManager.default.createFile(atPath: logPath, contents: nil)
+        _ = FileManager.default.createFile(atPath: logPath, contents: nil)
         self.logPath = logPath
         let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
         log.seekToEndOfFile()

@@ -12,7 +12,7 @@ func bodyRequest(_ directory: TemporaryDirectory, url: String, size: Int, seed: 
     let body = Array("--\(boundary)\r\nContent-Disposition: form-data; name=\"file\"; filename=\"f.bin\"\r\nContent-Type: application/octet-stream\r\n\r\n".utf8)
         + bytes + Array("\r\n--\(boundary)--\r\n".utf8)
     let path = directory.url("body-\(seed)")
-    FileManager.default.createFile(atPath: path, contents: Data(body))
+    _ = FileManager.default.createFile(atPath: path, contents: Data(body))
     return (UploadRequest(
         url: url, method: "POST", headers: [(name: "Authorization", value: "Bearer t0k3n")], bodyPath: path,
         contentLength: Int64(body.count), contentType: "multipart/form-data; boundary=\(boundary)",

@@ -85,9 +85,9 @@ struct MultipartSender: Sender {
             let built = try bodies.build(job: job, source: source, spool: configuration, isCancelled: isCancelled,
                                          progress: { built, written in start.advance(built, to: written) })
             // The copy is only good if the file did not change while it was being copied.
-            if let now = try? source.currentStatus(), !now.matches(job.identity) {
+            if let now = try? source.currentStatus(), now.version != job.identity {
                 bodies.remove(for: job)
-                outcome = .stopped(.sourceChanged(FileIdentity(now)))
+                outcome = .stopped(.sourceChanged(now.version))
             } else {
                 outcome = .built(built)
             }

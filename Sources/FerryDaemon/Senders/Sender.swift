@@ -70,5 +70,5 @@ extension SendResult {
 
 extension SourceFile {
     /// The file's version now, if it can be examined.
-    var currentVersion: FileIdentity? { (try? currentStatus()).map(FileIdentity.init) }
+    var currentVersion: FileIdentity? { (try? currentStatus())?.version }
 }
