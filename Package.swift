@@ -99,6 +99,7 @@ let package = Package(
         .target(
             name: "FerryTransport",
             dependencies: [
+                "FerryConfig",
                 "FerryDelivery",
                 "FerryQueue",
                 "FerrySystem",

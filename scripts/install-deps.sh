@@ -29,6 +29,7 @@ if $want_test; then
     command -v curl >/dev/null 2>&1 || packages+=(curl)
     command -v openssl >/dev/null 2>&1 || packages+=(openssl)   # test certificates for TLS tests
     command -v python3 >/dev/null 2>&1 || packages+=(python3 python3-pip)
+    [[ -x /usr/bin/python3 ]] || packages+=(python3)   # the system's, for test clients run as nobody
     command -v systemd-analyze >/dev/null 2>&1 || packages+=(systemd)      # scripts/check-units.sh
 fi
 if $want_bench; then

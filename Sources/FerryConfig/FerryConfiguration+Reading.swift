@@ -70,23 +70,23 @@ extension FerryConfiguration {
                 context.report(path.appending("name"), "spool name \"\(spool.name)\" is already used by spool[\(first)]")
             }
             names[spool.name] = names[spool.name] ?? index
-            let directory = LoadContext.normalized(spool.directory)
+            let directory = LoadContext.resolved(spool.directory)
             if let other = directories[directory] {
                 context.report(path.appending("directory"), "directory \(spool.directory) is already watched by spool \"\(other)\"")
             }
             directories[directory] = directories[directory] ?? spool.name
-            if LoadContext.normalized(spool.failedDirectory) == directory {
+            if LoadContext.resolved(spool.failedDirectory) == directory {
                 context.report(path.appending("failed_directory"), "failed_directory must not be the spool directory itself")
             }
-            if spool.afterUpload == .move && LoadContext.normalized(spool.sentDirectory) == directory {
+            if spool.afterUpload == .move && LoadContext.resolved(spool.sentDirectory) == directory {
                 context.report(path.appending("sent_directory"), "sent_directory must not be the spool directory itself")
             }
         }
         // A spool inside a recursive spool would be uploaded by both (dot-directories are not entered).
         for (index, inner) in spools.enumerated() {
             for outer in spools where outer.name != inner.name && outer.recursive {
-                let outerPath = LoadContext.normalized(outer.directory)
-                let innerPath = LoadContext.normalized(inner.directory)
+                let outerPath = LoadContext.resolved(outer.directory)
+                let innerPath = LoadContext.resolved(inner.directory)
                 guard innerPath.hasPrefix(outerPath + "/") else { continue }
                 let relative = innerPath.dropFirst(outerPath.count + 1)
                 if !relative.split(separator: "/").contains(where: { $0.hasPrefix(".") }) {
@@ -95,10 +95,10 @@ extension FerryConfiguration {
                 }
             }
             for other in spools where other.name != inner.name {
-                let otherPath = LoadContext.normalized(other.directory)
+                let otherPath = LoadContext.resolved(other.directory)
                 for (key, target) in [("failed_directory", inner.failedDirectory), ("sent_directory", inner.sentDirectory)]
                 where key == "failed_directory" || inner.afterUpload == .move {
-                    let targetPath = LoadContext.normalized(target)
+                    let targetPath = LoadContext.resolved(target)
                     let nested = targetPath == otherPath
                         || (targetPath.hasPrefix(otherPath + "/") && other.recursive
                             && !targetPath.dropFirst(otherPath.count + 1).split(separator: "/").contains(where: { $0.hasPrefix(".") }))
@@ -114,12 +114,13 @@ extension FerryConfiguration {
     /// The state directory holds the queue and copies of files being sent: inside a spool it would
     /// upload itself.
     static func checkStateDirectory(_ state: String, spools: [SpoolConfiguration], context: LoadContext) {
+        let resolvedState = LoadContext.resolved(state)
         for (index, spool) in spools.enumerated() {
-            let spoolPath = LoadContext.normalized(spool.directory)
-            if LoadContext.isSameOrInside(state, spoolPath) {
+            let spoolPath = LoadContext.resolved(spool.directory)
+            if LoadContext.isSameOrInside(resolvedState, spoolPath) {
                 context.report(KeyPath().appending("state_directory"),
                        "state_directory \(state) is inside spool \"\(spool.name)\" (\(spool.directory)); Ferry would upload its own queue — put it elsewhere, e.g. /var/lib/ferry")
-            } else if LoadContext.isSameOrInside(spoolPath, state) {
+            } else if LoadContext.isSameOrInside(spoolPath, resolvedState) {
                 context.report(KeyPath().appending("spool").appending(index: index).appending("directory"),
                        "spool directory \(spool.directory) is inside state_directory \(state)")
             }

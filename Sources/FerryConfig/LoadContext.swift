@@ -38,6 +38,24 @@ final class LoadContext {
         path == base || path.hasPrefix(base == "/" ? "/" : base + "/")
     }
 
+    /// `path` as the directory it names on disk: normalised, then symlinks resolved (realpath(3)) as
+    /// far as it exists, the rest appended as written. Paths are compared this way, so that a spool
+    /// configured through a symlink is seen to be the directory it points at.
+    static func resolved(_ path: String) -> String {
+        var existing = normalized(path)
+        var rest: [String] = []
+        while true {
+            if let real = realpath(existing, nil) {
+                defer { free(real) }
+                let base = String(cString: real)
+                return rest.isEmpty ? base : normalized(base + "/" + rest.reversed().joined(separator: "/"))
+            }
+            guard existing != "/", let slash = existing.lastIndex(of: "/") else { return normalized(path) }
+            rest.append(String(existing[existing.index(after: slash)...]))
+            existing = slash == existing.startIndex ? "/" : String(existing[..<slash])
+        }
+    }
+
     static func normalized(_ path: String) -> String {
         var parts: [Substring] = []
         for part in path.split(separator: "/") where part != "." {

@@ -11,7 +11,7 @@ extension SpoolConfiguration {
     static let commonKeys: Set<String> = [
         "name", "directory", "recursive", "url", "protocol", "file_content_type", "settle", "after_upload",
         "sent_directory", "failed_directory", "fields", "headers", "retry", "ca_file", "connect_timeout",
-        "no_progress_timeout",
+        "no_progress_timeout", "send_headers_to",
     ]
 
     /// Every key of a spool table: the common ones and each protocol's own.
@@ -35,6 +35,9 @@ extension SpoolConfiguration {
             context.report(reader.path.appending("name"), "\"\(name)\" is not a valid spool name; use lowercase letters, digits, '_' and '-'")
         }
         let directory = reader.path("directory", required: true)
+        if let directory, let problem = Self.creationProblem(directory) {
+            context.report(reader.path.appending("directory"), problem)
+        }
         let recursive = reader.bool("recursive") ?? false
         var uploadProtocol = UploadProtocol.multipart
         if let text = reader.string("protocol") {
@@ -73,13 +76,34 @@ extension SpoolConfiguration {
         }
         let connectTimeout = reader.duration("connect_timeout", minimum: .milliseconds(1)) ?? .seconds(10)
         let noProgressTimeout = reader.duration("no_progress_timeout", minimum: .seconds(1)) ?? .seconds(60)
+        let sendHeadersTo = Self.readOrigins(reader, key: "send_headers_to")
 
         guard context.issues.count == issuesBefore, let name, let directory, let url else { return nil }
         self.init(
             name: name, directory: directory, recursive: recursive, url: url, uploadProtocol: uploadProtocol,
             method: keys.method, chunkSize: keys.chunkSize, fileField: keys.fileField, fileContentType: fileContentType, settle: settle,
             afterUpload: afterUpload, sentDirectory: sentDirectory, failedDirectory: failedDirectory, fields: fields, headers: headers,
-            retry: retry, caFile: caFile, connectTimeout: connectTimeout, noProgressTimeout: noProgressTimeout)
+            retry: retry, caFile: caFile, connectTimeout: connectTimeout, noProgressTimeout: noProgressTimeout,
+            sendHeadersTo: sendHeadersTo)
+    }
+
+    /// Why ferryd could not create the missing spool directory `path` (its nearest existing parent is
+    /// not a directory this user may write), or `nil` if it exists or can be created.
+    static func creationProblem(_ path: String) -> String? {
+        var existing = path
+        while access(existing, F_OK) != 0 {
+            guard let slash = existing.lastIndex(of: "/"), existing != "/" else { return nil }
+            existing = slash == existing.startIndex ? "/" : String(existing[..<slash])
+        }
+        if existing == path { return nil }
+        var st = stat()
+        guard stat(existing, &st) == 0, st.st_mode & S_IFMT == S_IFDIR else {
+            return "directory \(path) does not exist and cannot be created: \(existing) is not a directory"
+        }
+        guard access(existing, W_OK | X_OK) == 0 else {
+            return "directory \(path) does not exist and cannot be created by this user: \(existing) is not writable (create it, or fix the path)"
+        }
+        return nil
     }
 
     /// `url`: an http(s) URL, naming the file only if the protocol allows it.
@@ -113,6 +137,27 @@ extension SpoolConfiguration {
             context.report(path, "\(shown) has no host")
             return
         }
+    }
+
+    /// `send_headers_to = ["https://uploads.example"]`: origins, each an http(s) URL with no path.
+    private static func readOrigins(_ reader: TableReader, key: String) -> [HTTPOrigin] {
+        guard let value = reader.table[key] else { return [] }
+        let path = reader.path.appending(key)
+        guard let array = value.array else {
+            reader.context.report(path, "expected an array of origins such as [\"https://uploads.example\"]")
+            return []
+        }
+        var origins: [HTTPOrigin] = []
+        for element in array {
+            guard let text = element.string, let origin = HTTPOrigin(url: text),
+                  let components = URLComponents(string: text), components.path.isEmpty || components.path == "/",
+                  components.query == nil, components.user == nil else {
+                reader.context.report(path, "\(element.string.map { "\"\($0)\"" } ?? "an element") is not an origin; write it as \"https://host\" or \"https://host:port\", without a path")
+                continue
+            }
+            origins.append(origin)
+        }
+        return origins
     }
 
     /// `[spool.fields]`: text fields, in key order, as the protocol allows them.

@@ -39,14 +39,19 @@ public struct SpoolConfiguration: Sendable, Equatable {
     public var connectTimeout: Duration
     /// An upload that neither sends nor receives a byte for this long is aborted and retried.
     public var noProgressTimeout: Duration
+    /// Origins besides the URL's own that may receive the configured headers (`send_headers_to`),
+    /// for servers whose upload URLs (a tus `Location`) are on another host.
+    public var sendHeadersTo: [HTTPOrigin]
 
     public init(
         name: String, directory: String, recursive: Bool = false, url: ValueTemplate,
         uploadProtocol: UploadProtocol = .multipart, method: String = "POST", chunkSize: Int64? = nil, fileField: String = "file", fileContentType: String? = nil, settle: Duration = .seconds(2),
         afterUpload: AfterUpload = .delete, sentDirectory: String? = nil, failedDirectory: String? = nil,
         fields: [NamedValue] = [], headers: [NamedValue] = [], retry: RetryPolicy = RetryPolicy(),
-        caFile: String? = nil, connectTimeout: Duration = .seconds(10), noProgressTimeout: Duration = .seconds(60)
+        caFile: String? = nil, connectTimeout: Duration = .seconds(10), noProgressTimeout: Duration = .seconds(60),
+        sendHeadersTo: [HTTPOrigin] = []
     ) {
+        self.sendHeadersTo = sendHeadersTo
         self.name = name
         self.directory = directory
         self.recursive = recursive

@@ -58,6 +58,8 @@ public struct ControlConnection {
         do {
             try await outbound.write(ByteBuffer(bytes: line))
         } catch {
+            // ferryd may have refused the connection (too many connections) and closed it: say why.
+            if let refusal = try? await nextReply(), let error = refusal.error { throw .replied(error) }
             throw .notReachable(path: path, reason: "the connection closed while sending (\(error))")
         }
         let reply = try await nextReply()

@@ -16,18 +16,16 @@ import Glibc
 ///
 /// The socket is the one systemd passes (`LISTEN_FDS`, fd 3) when socket-activated; otherwise
 /// `control_socket` is created, mode 0666 (0660 when `control_read_only_for_others = false`) with
-/// group `control_group`, and removed at exit. Limits: 64 KiB per request line, at most
-/// ``maximumConnections`` connections, and `control_idle_timeout` for a connection with no
-/// request in progress.
+/// group `control_group`, and removed at exit. Limits: 64 KiB per request line, connections as
+/// ``ControlAdmission`` allows (a few per read-only user; privileged peers always get in), and
+/// `control_idle_timeout` for a connection with no request in progress.
 final class ControlServer: Sendable {
     let path: String
     let access: ControlAccess
     let service: ControlService
     let logger: Logger
-    private let connections = Atomic<Int>(0)
+    private let admission = ControlAdmission()
 
-    /// More connections than this get a `busy` error and are closed.
-    static let maximumConnections = 256
 
     init(path: String, access: ControlAccess, service: ControlService, logger: Logger) {
         self.path = path
@@ -74,8 +72,6 @@ final class ControlServer: Sendable {
     }
 
     private func handle(_ connection: NIOAsyncChannel<ControlFrame, ByteBuffer>) async {
-        let open = connections.add(1, ordering: .relaxed).newValue
-        defer { connections.subtract(1, ordering: .relaxed) }
         let channel = connection.channel
         let busy = ConnectionActivity()
         // Idle connections are closed, except while a long request (wait, watch) runs.
@@ -104,12 +100,14 @@ final class ControlServer: Sendable {
             logger.warning("cannot read the control peer's credentials from this channel type; treating it as an unknown user")
         }
         let peer = credentials.map(policy.peer) ?? ControlPeer(pid: 0, uid: UInt32.max, gid: UInt32.max, access: .none)
+        let refusal = admission.admit(peer)
+        defer { if refusal == nil { admission.release(peer) } }
 
         do {
             try await connection.executeThenClose { inbound, outbound in
                 let writer = ReplyWriter(outbound: outbound)
-                if open > Self.maximumConnections {
-                    try await writer.send(ControlReply(id: nil, error: ControlError(.busy, "too many control connections (\(Self.maximumConnections)); try again")))
+                if let refusal {
+                    try await writer.send(ControlReply(id: nil, error: ControlError(.busy, refusal)))
                     return
                 }
                 if peer.access == .none {

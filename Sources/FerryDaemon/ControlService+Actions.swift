@@ -169,8 +169,31 @@ extension ControlService {
             try? await store.abandonReopen(reopened, previous: job.state, now: Date())
             throw ControlError(.conflict, "cannot retry job \(job.id): \(error)")
         }
+        var failedDirectory = stat()
+        let movedWithinDevice = stat(spool.configuration.failedDirectory, &failedDirectory) == 0
+            && UInt64(failedDirectory.st_dev) == job.identity.device
+        guard Self.isVersionThatFailed(identity, of: job, movedWithinDevice: movedWithinDevice) else {
+            // Not the bytes that failed (replaced while aside): new content is a new job, with its own
+            // Idempotency-Key, as a changed file in the spool is; the failed job keeps its history.
+            try await store.abandonReopen(reopened, previous: job.state, now: Date())
+            let created = try await store.enqueue(
+                [JobStore.DiscoveredFile(spool: job.spool, relativePath: job.relativePath, identity: identity)], now: Date(),
+                makeBoundary: { MultipartBoundary.random().value })
+            logger.notice("the file brought back is not the version that failed; it is queued as a new job", metadata: [
+                "job": "\(job.id)", "new_job": "\(created.first?.id.rawValue ?? "-")", "file": "\(job.displayPath)",
+            ])
+            return .queued
+        }
         let queued = try await store.requeueReopened(reopened, identity: identity, now: Date(), reason: reason)
         return queued.state
+    }
+
+    /// Whether `identity` (the file brought back for a retry) is the version `job` failed with: the
+    /// same inode, size and mtime; or, when the failed directory is on another filesystem (the file
+    /// was copied there and back), the same size and mtime.
+    static func isVersionThatFailed(_ identity: FileIdentity, of job: Job, movedWithinDevice: Bool) -> Bool {
+        if identity == job.identity { return true }
+        return !movedWithinDevice && identity.size == job.identity.size && identity.modificationTime == job.identity.modificationTime
     }
 
     // MARK: - Enqueue

@@ -1,10 +1,15 @@
 import FerryConfig
 import FerryControl
 import FerryQueue
+import FerrySpool
 import FerrySystem
 import Foundation
 import Logging
 import NIOCore
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Answers control requests: parses a request line, checks the peer may run the command, and runs
 /// it against the queue and the daemon's parts. Every failure becomes an error reply; nothing a
@@ -177,7 +182,12 @@ final class ControlService: Sendable {
             }
             response = info
         }
-        let (location, path) = Self.location(of: job, spoolDirectory: spool?.directory)
+        var (location, path) = Self.location(of: job, spoolDirectory: spool?.directory)
+        if location == .spool, job.state.isFinal, job.disposedAt == nil, let spool {
+            // A delete or move that was cut short leaves the file under its claim name: show that.
+            path = SpoolFiles(directory: spool.directory).currentPath(of: job.relativePath, token: job.id.rawValue)
+                .map { spool.directory + "/" + displayName($0) }
+        }
         return JobDetail(
             job: job.summary, url: spool?.url.redactedURL ?? "(spool no longer configured)", location: location, path: path,
             disposition: job.disposition.map { JobDetail.Disposition(rawValue: $0.rawValue) }, heldAt: job.heldAt, response: response,
@@ -202,14 +212,29 @@ final class ControlService: Sendable {
         }
     }
 
+    /// A disposition pending longer than this makes `health` degraded.
+    static let stuckDispositionAfter: TimeInterval = 300
+
     func health() async -> HealthReport {
         var problems: [String] = []
         let since = scheduler.sinceLastTurn
         if since > .seconds(150) { problems.append("the scheduler has not turned for \(Int(since.seconds))s") }
         do {
             _ = try await store.count(inStates: [.queued])
+            // A file that cannot be deleted or moved after its upload (a filesystem refusing renames,
+            // a full disk, a directory ferryd may not write) is retried every minute; say so.
+            if let stuck = try await store.oldestPendingDisposition(), let finished = stuck.finishedAt,
+               Date().timeIntervalSince(finished) > Self.stuckDispositionAfter {
+                problems.append("the file of job \(stuck.id) (\(stuck.spool)/\(stuck.displayPath)) has waited \(Int(Date().timeIntervalSince(finished) / 60)) min to be deleted or moved; see the log (cannot dispose of the file)")
+            }
         } catch {
             problems.append("the queue database cannot be read: \(error)")
+        }
+        for spool in runtime.configuration.spools {
+            if let problem = self.problems[spool.name] { problems.append("spool \(spool.name): \(problem.message)") }
+            if access(spool.directory, F_OK) != 0 {
+                problems.append("spool \(spool.name): its directory \(spool.directory) does not exist (\(String(cString: strerror(errno))))")
+            }
         }
         return HealthReport(status: problems.isEmpty ? .ok : .degraded, version: FerryVersion.current,
                             uptimeSeconds: Date().timeIntervalSince(startedAt), problems: problems)
@@ -263,10 +288,6 @@ final class ControlService: Sendable {
         throw ControlError(.notFound, "no spool named \"\(spool)\"; configured: \(runtime.configuration.spools.map(\.name).joined(separator: ", "))")
     }
 }
-
-#if canImport(Glibc)
-import Glibc
-#endif
 
 extension Job {
     /// The job as `list` shows it.

@@ -82,7 +82,7 @@ public final class FerryDaemon: Service, Sendable {
                 notifier.status("scanning \(configuration.spools.count) spool\(configuration.spools.count == 1 ? "" : "s")")
                 let scanned = ScanCountdown(count: configuration.spools.count)
                 for spool in configuration.spools {
-                    let watcher = Self.watcher(for: spool, rescanInterval: configuration.rescanInterval, logger: logger)
+                    let watcher = Self.watcher(for: spool, in: configuration, logger: logger)
                     parts.runtime.setWatcher(watcher, for: spool.name)
                     startWatcher.yield((watcher, { scanned.done() }))
                 }
@@ -137,9 +137,10 @@ public final class FerryDaemon: Service, Sendable {
         notifier.status("recovering the queue")
         let requeued = try await store.requeueInterrupted(now: Date())
         let orphans = state.removeOrphanedBodies()
-        if requeued > 0 || orphans > 0 {
+        let partials = SpoolFiles.removeInterruptedMoves(in: configuration.spools.flatMap { [$0.sentDirectory, $0.failedDirectory] })
+        if requeued > 0 || orphans > 0 || partials > 0 {
             logger.notice("recovered from the previous run", metadata: [
-                "requeued_uploads": "\(requeued)", "removed_bodies": "\(orphans)",
+                "requeued_uploads": "\(requeued)", "removed_bodies": "\(orphans)", "removed_partial_moves": "\(partials)",
             ])
         }
     }
@@ -171,10 +172,13 @@ public final class FerryDaemon: Service, Sendable {
         }
     }
 
-    static func watcher(for spool: SpoolConfiguration, rescanInterval: Duration, logger: Logger) -> SpoolWatcher {
+    /// The watcher of `spool`, which never enters the state directory or a sent or failed directory.
+    static func watcher(for spool: SpoolConfiguration, in configuration: FerryConfiguration, logger: Logger) -> SpoolWatcher {
         SpoolWatcher(settings: SpoolWatchSettings(
             name: spool.name, directory: spool.directory, recursive: spool.recursive, settle: spool.settle,
-            rescanInterval: rescanInterval, excludedDirectories: [spool.sentDirectory, spool.failedDirectory]), logger: logger)
+            rescanInterval: configuration.rescanInterval,
+            excludedDirectories: [spool.sentDirectory, spool.failedDirectory, configuration.stateDirectory]
+                + configuration.spools.flatMap { [$0.sentDirectory, $0.failedDirectory] }), logger: logger)
     }
 
     /// Re-reads the configuration file and applies what can change while running: spools (added,
@@ -224,7 +228,7 @@ public final class FerryDaemon: Service, Sendable {
             if let previous, previous != spool { applied.append("spool \(spool.name) changed") }
             if previous == nil { applied.append("spool \(spool.name) added") }
             runtime.removeWatcher(for: spool.name)?.stop()
-            let watcher = Self.watcher(for: spool, rescanInterval: new.rescanInterval, logger: logger)
+            let watcher = Self.watcher(for: spool, in: new, logger: logger)
             runtime.setWatcher(watcher, for: spool.name)
             startWatcher(watcher)
         }

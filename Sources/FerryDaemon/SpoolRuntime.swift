@@ -39,9 +39,18 @@ struct SpoolRuntime: Sendable {
 
 /// A spool's endpoint with its secrets resolved (never logged): the URL without user information,
 /// and the configured headers, plus `Authorization: Basic` when the URL carried `user:password@`.
+/// The headers go to the URL's own origin and to those the spool names in `send_headers_to`, and
+/// nowhere else.
 struct Endpoint: Sendable {
     let url: String
     let headers: [(name: String, value: String)]
+    /// The origins that may receive ``headers``.
+    let trustedOrigins: Set<HTTPOrigin>
+
+    /// The configured headers if `url` is on a trusted origin, else none.
+    func headers(for url: String) -> [(name: String, value: String)] {
+        HTTPOrigin.headers(headers, for: url, trusted: trustedOrigins)
+    }
 
     init(_ configuration: SpoolConfiguration) {
         var headers = configuration.headers.map { (name: $0.name, value: $0.value.text) }
@@ -56,6 +65,7 @@ struct Endpoint: Sendable {
         }
         self.url = Self.withoutUserInfo(url)
         self.headers = headers
+        trustedOrigins = Set(configuration.sendHeadersTo + [HTTPOrigin(url: self.url)].compactMap { $0 })
     }
 
     /// `url` without `user:password@`.

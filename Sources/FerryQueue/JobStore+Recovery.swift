@@ -27,4 +27,15 @@ extension JobStore {
                 """, arguments: [after, limit])
         }
     }
+
+    /// The final job that has waited longest for its file to be dealt with (deleted, moved, kept),
+    /// if any: for `health`, which reports a disposition stuck for minutes.
+    public func oldestPendingDisposition() async throws -> Job? {
+        try await read { db in
+            try Job.fetchOne(db, sql: """
+                SELECT * FROM job WHERE disposed_at IS NULL AND state IN ('done', 'failed', 'cancelled')
+                ORDER BY finished_at LIMIT 1
+                """)
+        }
+    }
 }

@@ -99,6 +99,9 @@ public enum ReceiverAction: Sendable {
     /// Read `afterBytes` of the body, then answer `status` (a 2xx: a server that accepts a truncated
     /// body) and close. Nothing is stored: the file never arrived whole.
     case acceptPartial(afterBytes: Int64, status: Int = 200)
+    /// Read the whole body, store nothing, then answer `status` with a chunked body of one byte every
+    /// `interval`, never ending: a server that trickles its answer.
+    case trickleAnswer(status: Int, interval: Duration)
 }
 
 extension ReceiverAction {

@@ -262,6 +262,13 @@ final class ReceiverHandler: ChannelInboundHandler {
         case .disconnect, .reset, .acceptPartial:
             // The body was shorter than the cut-off: cut it short at its end.
             cutShort(context: context)
+        case .trickleAnswer(let status, let interval):
+            core.update(request.index) {
+                $0.complete = true
+                $0.status = status
+                $0.error = "answer trickled by plan"
+            }
+            trickle(status: status, interval: interval, context: context)
         case .respondEarly, .stall:
             break
         }
@@ -320,6 +327,28 @@ final class ReceiverHandler: ChannelInboundHandler {
             for file in files { manifest.record(file, idempotencyKey: key, status: status, request: request.index) }
         }
         return nil
+    }
+
+    /// Sends the head of a chunked answer, then one body byte every `interval` while the connection lasts.
+    private func trickle(status: Int, interval: Duration, context: ChannelHandlerContext) {
+        guard let request else { return }
+        var headers = HTTPHeaders()
+        headers.add(name: "Transfer-Encoding", value: "chunked")
+        headers.add(name: "Content-Type", value: "text/plain")
+        context.writeAndFlush(wrapOutboundOut(.head(HTTPResponseHead(
+            version: request.head.version, status: HTTPResponseStatus(statusCode: status), headers: headers))), promise: nil)
+        let loopBound = NIOLoopBound((handler: self, context: context), eventLoop: context.eventLoop)
+        let step = TimeAmount.nanoseconds(Int64(interval.components.seconds) * 1_000_000_000 + interval.components.attoseconds / 1_000_000_000)
+        context.eventLoop.scheduleRepeatedTask(initialDelay: step, delay: step) { task in
+            let (handler, context) = loopBound.value
+            guard context.channel.isActive else {
+                task.cancel()
+                return
+            }
+            context.writeAndFlush(handler.wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(string: "."))))).whenFailure { _ in
+                task.cancel()
+            }
+        }
     }
 
     private func respond(status: Int, headers extra: [HeaderField], body: [UInt8], close: Bool, context: ChannelHandlerContext) {

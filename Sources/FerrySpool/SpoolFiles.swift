@@ -89,6 +89,18 @@ public struct SpoolFiles: Sendable {
     /// The private name a file is claimed under while it is deleted or moved.
     static func claimName(_ token: String) -> [UInt8] { Array(".ferry-claim-\(token)".utf8) }
 
+    /// Where the file of a job whose disposition is pending is now, relative to the spool: under its
+    /// name, or under the private name a delete or move claimed it by (`.ferry-claim-<token>`) when
+    /// that step was interrupted or failed; `nil` if neither exists.
+    public func currentPath(of relativePath: [UInt8], token: String) -> [UInt8]? {
+        if status(relativePath) != nil { return relativePath }
+        var components = relativePath.split(separator: UInt8(ascii: "/")).map(Array.init)
+        guard !components.isEmpty else { return nil }
+        components[components.count - 1] = Self.claimName(token)
+        let claimed = Array(components.joined(separator: [UInt8(ascii: "/")]))
+        return status(claimed) != nil ? claimed : nil
+    }
+
     /// The result of claiming a file.
     private enum Claim {
         case claimed(DirectoryHandle, [UInt8])
@@ -254,7 +266,12 @@ public struct SpoolFiles: Sendable {
             try makeDirectories(target.directory)
             base = try DirectoryHandle.open(target.directory)
         }
-        return try base.openOrCreateSubdirectory(target.subdirectories)
+        // Ferry's own, and no one else's to write: the sticky bit that protected the file in a
+        // shared spool does not follow it into a directory another producer made.
+        try base.checkOwnedByUs()
+        let leaf = try base.openOrCreateSubdirectory(target.subdirectories)
+        if !target.subdirectories.isEmpty { try leaf.checkOwnedByUs() }
+        return leaf
     }
 
     /// `name`, then `stem.1.ext`, `stem.2.ext`, … (up to 10,000 candidates), the stem shortened when
@@ -325,5 +342,28 @@ public struct SpoolFiles: Sendable {
             if haystack[start..<(start + needle.count)].elementsEqual(needle) { return true }
         }
         return false
+    }
+
+    /// Removes the temporary copies (`.ferry-move-*.partial`) that a crash in the middle of a move
+    /// across filesystems left in `directories` (the sent and failed directories) and their
+    /// subdirectories, without following symlinks; returns how many were removed. Run at start-up,
+    /// before any move can be in progress.
+    public static func removeInterruptedMoves(in directories: [String]) -> Int {
+        var removed = 0
+        func sweep(_ directory: DirectoryHandle, depth: Int) {
+            guard depth < 32, let names = try? directory.entryNames() else { return }
+            for name in names {
+                guard let status = directory.status(of: name) else { continue }
+                if status.kind == .regular, name.starts(with: Array(".ferry-move-".utf8)), name.reversed().starts(with: Array(".partial".utf8).reversed()) {
+                    if (try? directory.unlink(name)) != nil { removed += 1 }
+                } else if status.kind == .directory, let child = try? directory.openSubdirectory([name]) {
+                    sweep(child, depth: depth + 1)
+                }
+            }
+        }
+        for path in Set(directories) {
+            if let directory = try? DirectoryHandle.open(path) { sweep(directory, depth: 0) }
+        }
+        return removed
     }
 }

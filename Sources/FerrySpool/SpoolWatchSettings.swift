@@ -10,7 +10,8 @@ public struct SpoolWatchSettings: Sendable {
     public var settle: Duration
     /// How often the whole spool is rescanned, in case an event was missed.
     public var rescanInterval: Duration
-    /// Directories never entered (the sent and failed directories, when they are inside the spool).
+    /// Directories never entered, whatever path leads to them (the sent and failed directories and
+    /// the state directory): known by their device and inode, so a symlink cannot smuggle them in.
     public var excludedDirectories: [String]
 
     public init(

@@ -38,6 +38,16 @@ struct WatchState {
         })
     }
 
+    /// Whether `directory` is one the watcher never enters (the state, sent or failed directory),
+    /// by device and inode, looked up now: they may be created, or re-created, at any time, and be
+    /// named through symlinks.
+    func isExcludedDirectory(_ directory: FileStatus) -> Bool {
+        settings.excludedDirectories.contains { path in
+            var st = stat()
+            return stat(path, &st) == 0 && FileStatus(st).version.inodeIdentity == directory.version.inodeIdentity
+        }
+    }
+
     // MARK: Scanning
 
     /// Scans the whole spool. At start (`createIfMissing`) a missing spool directory is created; one
@@ -68,12 +78,18 @@ struct WatchState {
             logger.notice("spool directory is back", metadata: ["directory": "\(settings.directory)"])
             reportedMissingRoot = false
         }
+        if let rootStatus = try? root.status(), isExcludedDirectory(rootStatus) {
+            logger.error("the spool directory is ferryd's state, sent or failed directory (through a symlink?); not scanning it",
+                         metadata: ["directory": "\(settings.directory)"])
+            return
+        }
         if !rootWatched, listener != nil {
             rootWatched = watchDirectory([])
         }
         var batch: [SpoolFile] = []
         await scan(root, relative: [], batch: &batch, deliver: deliver)
         if !batch.isEmpty { await deliver(batch) }
+        logger.debug("spool scanned", metadata: ["spool": "\(settings.name)"])
     }
 
     private mutating func scan(
@@ -102,7 +118,8 @@ struct WatchState {
                     }
                 }
             case .directory:
-                guard settings.recursive, SpoolNameFilter.isCandidateDirectory(name), !excluded.contains(path) else { continue }
+                guard settings.recursive, SpoolNameFilter.isCandidateDirectory(name), !excluded.contains(path),
+                      !isExcludedDirectory(status) else { continue }
                 guard let child = try? directory.openSubdirectory([name]) else { continue }
                 watchDirectory(path)
                 await scan(child, relative: path, batch: &batch, deliver: deliver)
@@ -193,7 +210,8 @@ struct WatchState {
             let path = directory.isEmpty ? event.name : directory + [UInt8(ascii: "/")] + event.name
             if event.has(CFERRY_IN_ISDIR) {
                 guard settings.recursive, event.has(CFERRY_IN_CREATE) || event.has(CFERRY_IN_MOVED_TO),
-                      SpoolNameFilter.isCandidateDirectory(event.name), !excluded.contains(path)
+                      SpoolNameFilter.isCandidateDirectory(event.name), !excluded.contains(path),
+                      let entered = status(of: path), !isExcludedDirectory(entered)
                 else { continue }
                 guard let root = try? DirectoryHandle.open(settings.directory),
                       let child = try? root.openSubdirectory(path.splitPath()) else { continue }

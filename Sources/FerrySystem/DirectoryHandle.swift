@@ -74,6 +74,33 @@ public final class DirectoryHandle: Sendable {
         return (try openSubdirectory(components), name)
     }
 
+    /// Checks that this directory is one Ferry may move files into: owned by ferryd's user (or
+    /// root), and writable by no one else, so that no other user can delete, replace or forge what
+    /// is moved there (a producer who made `.failed` before ferryd did, for instance).
+    public func checkOwnedByUs() throws(SystemError) {
+        let status = try status()
+        let me = UInt32(geteuid())
+        if status.owner != me && status.owner != 0 {
+            throw SystemError(operation: "use", path: path, code: EPERM, detail: """
+                it belongs to uid \(status.owner), not to ferryd's user (uid \(me)): another user could delete or \
+                replace what Ferry moves there; remove it (ferryd creates it again) or chown it to ferryd's user
+                """)
+        }
+        if status.mode & 0o022 != 0 {
+            throw SystemError(operation: "use", path: path, code: EPERM, detail: """
+                it is writable by its group or by others (mode \(String(status.mode & 0o7777, radix: 8))): they could \
+                delete or replace what Ferry moves there; chmod go-w it
+                """)
+        }
+    }
+
+    /// The status of this directory itself.
+    public func status() throws(SystemError) -> FileStatus {
+        var st = stat()
+        guard fstat(descriptor, &st) == 0 else { throw .current("stat", path) }
+        return FileStatus(st)
+    }
+
     /// The status of entry `name`, without following a symlink; `nil` with `errno` set if it fails.
     public func status(of name: [UInt8]) -> FileStatus? {
         var st = stat()
@@ -140,13 +167,35 @@ public final class DirectoryHandle: Sendable {
         guard result == 0 else { throw .current("remove", childPath(name)) }
     }
 
-    /// Renames entry `name` to `newName` in `target`, failing with `EEXIST` rather than replacing a file.
+    /// Renames entry `name` (a file) to `newName` in `target`, failing with `EEXIST` rather than
+    /// replacing a file: `renameat2(RENAME_NOREPLACE)`, or, on a filesystem without it (FUSE, NFS and
+    /// others answer `EINVAL`), a hard link then an unlink, which fails the same way; on one without
+    /// hard links either, a check that `newName` is free, then a plain rename.
     public func renameNoReplace(_ name: [UInt8], to target: DirectoryHandle, as newName: [UInt8]) throws(SystemError) {
         let result = name.withCString { old in
             newName.withCString { new in cferry_rename_noreplace(descriptor, old, target.descriptor, new) }
         }
-        guard result == 0 else {
-            throw SystemError(operation: "rename", path: childPath(name), code: errno)
+        if result == 0 { return }
+        let code = errno
+        guard code == EINVAL || code == ENOSYS || code == EOPNOTSUPP else {
+            throw SystemError(operation: "rename", path: childPath(name), code: code)
+        }
+        let linked = name.withCString { old in newName.withCString { new in linkat(descriptor, old, target.descriptor, new, 0) } }
+        if linked == 0 {
+            guard name.withCString({ unlinkat(descriptor, $0, 0) }) == 0 else {
+                let failure = SystemError.current("remove", childPath(name))
+                _ = newName.withCString { unlinkat(target.descriptor, $0, 0) }  // one name, as before
+                throw failure
+            }
+            return
+        }
+        let linkCode = errno
+        guard linkCode == EPERM || linkCode == EOPNOTSUPP || linkCode == EXDEV || linkCode == EMLINK else {
+            throw SystemError(operation: "rename", path: childPath(name), code: linkCode)
+        }
+        if target.status(of: newName) != nil { throw SystemError(operation: "rename", path: target.childPath(newName), code: EEXIST) }
+        guard name.withCString({ old in newName.withCString { new in renameat(descriptor, old, target.descriptor, new) } }) == 0 else {
+            throw .current("rename", childPath(name))
         }
     }
 

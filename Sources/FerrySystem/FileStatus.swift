@@ -22,6 +22,8 @@ public struct FileStatus: Sendable, Hashable {
     public var linkCount: UInt64
     /// The full `st_mode` (type and permission bits).
     public var mode: UInt32
+    /// The owner's user id.
+    public var owner: UInt32
 
     public init(_ st: stat) {
         var st = st
@@ -41,6 +43,7 @@ public struct FileStatus: Sendable, Hashable {
         modificationTime = cferry_stat_mtime_ns(&st)
         linkCount = UInt64(st.st_nlink)
         mode = UInt32(st.st_mode)
+        owner = UInt32(st.st_uid)
     }
 
     /// Which version of which file this is.
@@ -68,4 +71,12 @@ public struct FileVersion: Sendable, Hashable, Codable {
         self.size = size
         self.modificationTime = modificationTime
     }
+
+    /// Which file, whatever its version: device and inode.
+    public struct Inode: Sendable, Hashable {
+        public var device: UInt64
+        public var inode: UInt64
+    }
+
+    public var inodeIdentity: Inode { Inode(device: device, inode: inode) }
 }

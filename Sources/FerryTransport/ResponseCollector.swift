@@ -3,11 +3,11 @@ import FerrySystem
 import Foundation
 import Logging
 import NIOCore
+import _NIOFileSystem
 import NIOHTTP1
 import NIOPosix
 import NIOSSL
 import Synchronization
-import _NIOFileSystem
 
 #if canImport(Glibc)
 import Glibc
@@ -39,6 +39,7 @@ final class ResponseCollector: HTTPClientResponseDelegate, Sendable {
 
     func didReceiveHead(task: HTTPClient.Task<Void>, _ head: HTTPResponseHead) -> EventLoopFuture<Void> {
         watchdog.progressed()
+        watchdog.answerStarted()
         state.withLock { $0.answer = Answer(status: Int(head.status.code), headers: head.headers.map { (name: $0.name, value: $0.value) }, body: []) }
         return task.eventLoop.makeSucceededVoidFuture()
     }

@@ -3,11 +3,11 @@ import FerrySystem
 import Foundation
 import Logging
 import NIOCore
+import _NIOFileSystem
 import NIOHTTP1
 import NIOPosix
 import NIOSSL
 import Synchronization
-import _NIOFileSystem
 
 #if canImport(Glibc)
 import Glibc
@@ -38,4 +38,3 @@ final class ByteCounter: Sendable {
     var value: Int64 { storage.withLock { $0 } }
 }
 
-import Synchronization

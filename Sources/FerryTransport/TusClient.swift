@@ -1,4 +1,5 @@
 import Crypto
+import FerryConfig
 import FerryDelivery
 import FerryQueue
 import FerrySystem
@@ -13,8 +14,10 @@ public struct TusTransfer: Sendable {
     public var endpoint: String
     /// Names the endpoint (a digest: the endpoint may hold a secret); stored with the upload.
     public var endpointKey: String
-    /// Configured headers (values may be secrets).
+    /// Configured headers (values may be secrets), for the endpoint's origin.
     public var headers: [(name: String, value: String)]
+    /// Origins an upload URL may be on and still get ``headers`` (the endpoint's and `send_headers_to`).
+    public var trustedOrigins: Set<HTTPOrigin>
     /// `Upload-Metadata` pairs, `filename` and `filetype` first (values are base64-encoded on the
     /// wire); asked for only when an upload is created.
     public var metadata: @Sendable () async throws -> [(key: String, value: String)]
@@ -29,13 +32,14 @@ public struct TusTransfer: Sendable {
     public var idempotencyKey: String
 
     public init(
-        endpoint: String, endpointKey: String, headers: [(name: String, value: String)],
+        endpoint: String, endpointKey: String, headers: [(name: String, value: String)], trustedOrigins: Set<HTTPOrigin>,
         metadata: @escaping @Sendable () async throws -> [(key: String, value: String)], source: SourceFile,
         chunkSize: Int64?, known: ResumableUpload?, idempotencyKey: String
     ) {
         self.endpoint = endpoint
         self.endpointKey = endpointKey
         self.headers = headers
+        self.trustedOrigins = trustedOrigins
         self.metadata = metadata
         self.source = source
         self.chunkSize = chunkSize
@@ -44,6 +48,11 @@ public struct TusTransfer: Sendable {
     }
 
     public var length: Int64 { source.status.size }
+
+    /// The configured headers for a request to `url`: none if it is on an origin not trusted with them.
+    func headers(for url: String) -> [(name: String, value: String)] {
+        HTTPOrigin.headers(headers, for: url, trusted: trustedOrigins)
+    }
 }
 
 /// How a tus transfer ended: the report for ``AttemptDecider``, the bytes sent, and the upload as it
@@ -81,6 +90,7 @@ public final class TusClient: Sendable {
                             endpointKey: transfer.endpointKey),
             known: transfer.known, now: Date())
         var action = machine.start()
+        var warnedOrigin: String?
         while true {
             if Task.isCancelled, !action.isFinish { action = machine.cancel() }
             switch action {
@@ -92,7 +102,7 @@ public final class TusClient: Sendable {
                 action = machine.created(await create(transfer, bodyLength: bodyLength, checksum: checksum, sendsKey: sendsKey,
                                                       logger: logger, progress: progress))
             case .askOffset(let url):
-                var headers = protocolHeaders(transfer)
+                var headers = protocolHeaders(transfer, url: url)
                 headers.append(("Cache-Control", "no-store"))
                 action = machine.offsetAsked(Self.response(await uploader.send(.bodiless(url: url, method: "HEAD", headers: headers), logger: logger)))
                 if let upload = machine.upload { progress(upload.offset) }
@@ -101,9 +111,14 @@ public final class TusClient: Sendable {
                                                        logger: logger, progress: progress))
             case .record(let upload):
                 try await record(upload)
+                if !transfer.headers.isEmpty, transfer.headers(for: upload.url).isEmpty, warnedOrigin != upload.url {
+                    warnedOrigin = upload.url
+                    logger.notice("the upload is on another origin; the configured headers are not sent there (send_headers_to allows it)",
+                                  metadata: ["origin": "\(HTTPOrigin(url: upload.url).map(String.init(describing:)) ?? "-")"])
+                }
                 action = machine.recorded()
             case .terminate(let url):
-                await terminate(url, headers: transfer.headers, logger: logger)
+                await terminate(url, headers: transfer.headers(for: url), logger: logger)
                 action = machine.terminated()
             }
             for notice in machine.takeNotices() { Self.log(notice, to: logger) }
@@ -147,7 +162,7 @@ public final class TusClient: Sendable {
         _ transfer: TusTransfer, url: String, range: Range<Int64>, checksum: Bool, logger: Logger,
         progress: @escaping @Sendable (Int64) -> Void
     ) async -> TusUploadMachine.Response {
-        var headers = protocolHeaders(transfer)
+        var headers = protocolHeaders(transfer, url: url)
         headers.append(("Upload-Offset", String(range.lowerBound)))
         if checksum {
             switch await sha1(transfer.source, range) {
@@ -266,8 +281,9 @@ public final class TusClient: Sendable {
         }
     }
 
-    func protocolHeaders(_ transfer: TusTransfer) -> [(name: String, value: String)] {
-        transfer.headers + [("Tus-Resumable", Self.version)]
+    /// The headers of a tus request to `url` (the endpoint's when not given).
+    func protocolHeaders(_ transfer: TusTransfer, url: String? = nil) -> [(name: String, value: String)] {
+        transfer.headers(for: url ?? transfer.endpoint) + [("Tus-Resumable", Self.version)]
     }
 
     /// `filename ZmlsZS50eHQ=,filetype dGV4dC9wbGFpbg==`; an empty value is sent as the key alone.

@@ -89,7 +89,13 @@ public final class Uploader: Sendable {
                 group.cancelAll()
                 if let result = first { return result }
                 // The watchdog fired. If the server's answer had already arrived, it stands.
-                if case .some(.some(let late)) = try? await group.next(), case .response = late { return late }
+                if case .some(.some(let late)) = try? await group.next(), case .response(let status, _, _, _) = late {
+                    if watchdog.answerOverdue {
+                        logger.notice("the server's answer did not end within no_progress_timeout of its status; the status stands, the rest is dropped",
+                                      metadata: ["status": "\(status)", "no_progress_timeout": "\(settings.noProgressTimeout)"])
+                    }
+                    return late
+                }
                 return .failed(TransportFailure(
                     kind: .timeout,
                     message: "no progress for \(settings.noProgressTimeout) (the server stopped reading or answering)"),
@@ -293,6 +299,7 @@ public final class Uploader: Sendable {
     private func exchange(_ http: HTTPClientRequest, counter: ByteCounter, watchdog: ProgressWatchdog, logger: Logger) async throws -> UploadResult {
         let response = try await client.execute(http, deadline: .distantFuture, logger: logger)
         watchdog.progressed()
+        watchdog.answerStarted()
         // The status is in: whatever happens while reading the rest of the answer (a reset, the
         // watchdog, a shutdown), the server has decided, and a 2xx must not become a retry.
         var body: [UInt8] = []

@@ -92,9 +92,30 @@ enum Format {
         return "[" + String(repeating: "#", count: filled) + String(repeating: ".", count: width - filled) + "]"
     }
 
-    /// `text` cut to at most `limit` characters on one line, ending in "…" when cut.
+    /// `text` from ferryd (a file name, a server's answer, an error) safe to print on a terminal:
+    /// control characters (C0, DEL, C1), which could move the cursor, clear the screen or set the
+    /// window title, are shown escaped as the log shows them (`\u001b`). `--json` output is exact instead.
+    static func printable(_ text: String) -> String {
+        guard text.unicodeScalars.contains(where: isControl) else { return text }
+        var output = ""
+        for scalar in text.unicodeScalars {
+            if isControl(scalar) {
+                let hex = String(scalar.value, radix: 16)
+                output += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+            } else {
+                output.unicodeScalars.append(scalar)
+            }
+        }
+        return output
+    }
+
+    private static func isControl(_ scalar: Unicode.Scalar) -> Bool {
+        scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value)
+    }
+
+    /// `text` cut to at most `limit` characters on one line, ending in "…" when cut, and printable.
     static func shortened(_ text: String, to limit: Int) -> String {
-        let flat = text.split(whereSeparator: \.isNewline).joined(separator: " ")
+        let flat = printable(text.split(whereSeparator: \.isNewline).joined(separator: " "))
         guard flat.count > limit, limit > 1 else { return flat }
         return String(flat.prefix(limit - 1)) + "…"
     }
@@ -140,7 +161,7 @@ struct TextTable {
 
     /// Adds a row; missing cells are empty, extra cells are dropped.
     mutating func append(_ cells: [String]) {
-        var row = Array(cells.prefix(columns.count))
+        var row = cells.prefix(columns.count).map(Format.printable)
         row += Array(repeating: "", count: columns.count - row.count)
         rows.append(row)
     }
@@ -181,7 +202,7 @@ struct KeyValueBlock {
 
     /// Adds a line; a `nil` value adds nothing.
     mutating func append(_ key: String, _ value: String?) {
-        if let value { entries.append((key, value)) }
+        if let value { entries.append((key, Format.printable(value))) }
     }
 
     func render() -> String {

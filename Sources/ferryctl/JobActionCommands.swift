@@ -42,7 +42,7 @@ enum ActionResultsView {
                 if let state = outcome.state { line += " " + state.rawValue }
                 return line + "\n"
             }
-            return "\(outcome.id): \(outcome.error?.message ?? "failed")\n"
+            return "\(Format.printable(outcome.id)): \(Format.printable(outcome.error?.message ?? "failed"))\n"
         }.joined()
     }
 }

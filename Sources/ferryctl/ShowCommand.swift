@@ -68,7 +68,7 @@ enum JobDetailView {
         guard let body = response.body else { return nil }
         if body.isEmpty { return "    (empty)\n" }
         let lines = body.split(separator: "\n", omittingEmptySubsequences: false)
-        var output = lines.prefix(bodyLines).map { "    " + $0.replacingOccurrences(of: "\r", with: "") + "\n" }.joined()
+        var output = lines.prefix(bodyLines).map { "    " + Format.printable($0.replacingOccurrences(of: "\r", with: "")) + "\n" }.joined()
         if lines.count > bodyLines { output += "    … (\(Format.count(lines.count - bodyLines, "more line")))\n" }
         return output
     }

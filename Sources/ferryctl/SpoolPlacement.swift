@@ -111,24 +111,15 @@ enum SpoolPlacement {
         return nil
     }
 
-    /// Renames `temporary` to `name` without replacing an existing `name`: `renameat2(RENAME_NOREPLACE)`,
-    /// or, where the filesystem does not support it, a hard link then an unlink.
+    /// Renames `temporary` to `name` without replacing an existing `name` (``DirectoryHandle/renameNoReplace(_:to:as:)``,
+    /// which falls back where the filesystem has no `RENAME_NOREPLACE`).
     private static func rename(_ temporary: String, to name: String, in directory: DirectoryHandle) throws(PlacementError) {
         do {
             try directory.renameNoReplace(Array(temporary.utf8), to: directory, as: Array(name.utf8))
-            return
         } catch {
-            switch error.code {
-            case EEXIST: throw nameTaken(name)
-            case EINVAL, ENOSYS, EOPNOTSUPP: break  // no RENAME_NOREPLACE here; link instead
-            default: throw PlacementError("cannot rename the copy to \(name) in \(directory.path): \(systemErrorMessage(error.code))")
-            }
+            if error.code == EEXIST { throw nameTaken(name) }
+            throw PlacementError("cannot rename the copy to \(name) in \(directory.path): \(systemErrorMessage(error.code))")
         }
-        guard linkat(directory.descriptor, temporary, directory.descriptor, name, 0) == 0 else {
-            if errno == EEXIST { throw nameTaken(name) }
-            throw PlacementError("cannot link the copy to \(name) in \(directory.path): \(systemErrorMessage(errno))")
-        }
-        unlinkat(directory.descriptor, temporary, 0)
     }
 
     private static func nameTaken(_ name: String) -> PlacementError {

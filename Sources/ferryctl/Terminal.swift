@@ -23,9 +23,11 @@ enum Terminal {
         out(line + "\n")
     }
 
-    /// Writes `ferryctl: <message>` as one line to stderr.
+    /// Writes `ferryctl: <message>` to stderr, its control characters escaped (a message may quote
+    /// a file name or a server's words); lines of its own stay lines.
     static func error(_ message: String) {
-        _ = write("ferryctl: " + message + "\n", to: 2)
+        let lines = message.split(separator: "\n", omittingEmptySubsequences: false).map { Format.printable(String($0)) }
+        _ = write("ferryctl: " + lines.joined(separator: "\n") + "\n", to: 2)
     }
 
     /// The terminal's width in columns (80 when it cannot be told).

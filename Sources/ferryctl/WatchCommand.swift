@@ -72,9 +72,9 @@ enum WatchView {
         var parts = [Format.clock(event.at), name.padding(toLength: max(10, name.count), withPad: " ", startingAt: 0)]
         if let job = event.job { parts.append(job) }
         switch (event.spool, event.file) {
-        case (let spool?, let file?): parts.append("\(spool)/\(file)")
-        case (let spool?, nil): parts.append(spool)
-        case (nil, let file?): parts.append(file)
+        case (let spool?, let file?): parts.append(Format.printable("\(spool)/\(file)"))
+        case (let spool?, nil): parts.append(Format.printable(spool))
+        case (nil, let file?): parts.append(Format.printable(file))
         case (nil, nil): break
         }
         if let state = event.state, state.rawValue != name { parts.append("→ \(state.rawValue)") }

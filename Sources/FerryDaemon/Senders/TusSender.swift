@@ -28,7 +28,7 @@ struct TusSender: Sender {
         let key = endpointKey
         let known = job.upload.flatMap { $0.endpointKey == key ? $0 : nil }
         let transfer = TusTransfer(
-            endpoint: endpoint.url, endpointKey: key, headers: endpoint.headers, metadata: metadata(for: job, source: source),
+            endpoint: endpoint.url, endpointKey: key, headers: endpoint.headers, trustedOrigins: endpoint.trustedOrigins, metadata: metadata(for: job, source: source),
             source: source, chunkSize: configuration.chunkSize, known: known, idempotencyKey: job.id.rawValue)
         tracker.sending(total: job.identity.size, confirmed: known?.offset)
         let result = try await client.send(transfer, logger: logger, record: { [store] upload in
@@ -42,7 +42,7 @@ struct TusSender: Sender {
 
     func endUpload(of job: Job, logger: Logger) async {
         guard let upload = job.upload, upload.offset < job.identity.size else { return }
-        await client.terminate(upload.url, headers: endpoint.headers, logger: logger)
+        await client.terminate(upload.url, headers: endpoint.headers(for: upload.url), logger: logger)
     }
 
     /// `filename` and `filetype`, then the configured fields with their placeholders filled in;

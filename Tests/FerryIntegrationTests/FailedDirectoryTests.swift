@@ -1,0 +1,66 @@
+import FerryQueue
+import FerryReceiver
+import FerryTestSupport
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The failed directory is Ferry's: another producer of a shared spool must not be able to delete,
+/// replace or forge a rejected file there.
+@Suite("The failed directory belongs to ferryd", .serialized)
+struct FailedDirectoryTests {
+    /// Drops a file the server rejects into a spool whose `.failed` was made `mode` (and given to
+    /// `owner`) before ferryd started, and checks the file is not moved into it.
+    func refusesFailedDirectory(mode: mode_t, owner: UInt32?, reason: String) async throws {
+        try await withDaemonHarness(plan: { _ in .respond(status: 400, body: "rejected") }) { harness in
+            let failed = try harness.directory.makeDirectory("spool-test/.failed")
+            chmod(failed, mode)
+            if let owner { chown(failed, owner, UInt32.max) }
+            try await harness.start()
+            try harness.drop("report.txt", Array("A's report".utf8))
+            try await waitUntil("the job to fail") { try await jobs(harness).first?.state == .failed }
+            try await harness.daemon?.waitForLog("cannot dispose")
+            #expect(fileExists(harness.spoolPath() + "/report.txt"), "the rejected file stays where its owner put it")
+            #expect(!fileExists(failed + "/report.txt"))
+            let log = harness.daemon?.log ?? ""
+            #expect(log.contains(reason), "\(log)")
+        }
+    }
+
+    @Test("A .failed writable by others is refused: the rejected file stays in the spool, and the log says why")
+    func failedDirectoryWritableByOthers() async throws {
+        try await refusesFailedDirectory(mode: 0o777, owner: nil, reason: "writable by its group or by others")
+    }
+
+    @Test("A .failed made by another user is refused", .enabled(if: getuid() == 0, "giving a directory to nobody needs root"))
+    func failedDirectoryOfAnotherUser() async throws {
+        try await refusesFailedDirectory(mode: 0o755, owner: 65534, reason: "belongs to uid 65534")
+    }
+
+    @Test("retry of a job whose file in .failed was replaced queues the new content as a new job, with a new Idempotency-Key")
+    func retryChecksTheVersion() async throws {
+        try await withDaemonHarness(plan: { info in info.index == 0 ? .respond(status: 400, body: "rejected") : .store() }) { harness in
+            try await harness.start()
+            try harness.drop("invoice.txt", Array("the real invoice".utf8))
+            try await waitUntil("the file to be moved aside") { fileExists(harness.spoolPath() + "/.failed/invoice.txt") }
+            try await harness.waitForQuiet()
+            let failed = try #require(try await jobs(harness).first)
+            // Someone replaces the file while it is aside.
+            let aside = harness.spoolPath() + "/.failed/invoice.txt"
+            unlink(aside)
+            try dropFile(Array("a forged invoice".utf8), at: aside)
+            let retried = try await harness.ctl("retry", failed.id.rawValue)
+            #expect(retried.status == 0, "\(retried)")
+            try await harness.waitForAccepted(1)
+            let accepted = try #require(harness.receiver.acceptedRequests.first)
+            #expect(accepted.idempotencyKey != failed.id.rawValue, "new content never goes out under the failed job's key")
+            let all = try await jobs(harness)
+            #expect(all.count == 2)
+            #expect(all.first { $0.id == failed.id }?.state == .failed, "the failed job keeps its history")
+            #expect(harness.daemon?.log.contains("not the version that failed") == true)
+        }
+    }
+}
