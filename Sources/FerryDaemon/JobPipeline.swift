@@ -100,6 +100,8 @@ final class JobPipeline: Sendable {
             report: result.report, bytesSent: result.bytesSent, requested: result.requested, progressed: result.progressed,
             intervention: activity.intervention(for: job), startedAt: startedAt, now: now))
         if decision.resetsRetryCount { job.attemptBase = job.attempts }
+        let delivered = decision.counted == .delivered
+        if delivered { FaultPoint.deliveredBeforeRecord.reached() }
         // 4. Record.
         let recorded: Job
         var entry = decision.log
@@ -117,6 +119,7 @@ final class JobPipeline: Sendable {
             metrics.attemptEnded(spool: job.spool, outcome: outcome, bytesSent: result.bytesSent, duration: Date().timeIntervalSince(startedAt))
         }
         entry.write(to: log)
+        if delivered { FaultPoint.deliveredBeforeDisposal.reached() }
         // 5. Follow-ups.
         await followUps.run(decision.followUps, job: job, recorded: recorded, spool: spool, log: log)
     }

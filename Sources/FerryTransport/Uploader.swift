@@ -96,6 +96,11 @@ public final class Uploader: Sendable {
                     }
                     return late
                 }
+                if Self.sourceChanged(request) {
+                    // The file sent from the spool was cut short or rewritten under the transfer (a
+                    // region past its new end can never be sent): that, not the server, stopped it.
+                    return .failed(TransportFailure(kind: .sourceChanged, message: "the file changed during the upload"), bytesSent: counter.value)
+                }
                 return .failed(TransportFailure(
                     kind: .timeout,
                     message: "no progress for \(settings.noProgressTimeout) (the server stopped reading or answering)"),
@@ -182,6 +187,14 @@ public final class Uploader: Sendable {
         }
     }
 
+    /// Whether the request's body is the spool file itself and that file is no longer the version
+    /// being sent.
+    static func sourceChanged(_ request: UploadRequest) -> Bool {
+        guard let expected = request.expectedSource, let path = request.bodyPath else { return false }
+        var st = stat()
+        return stat(path, &st) != 0 || !FileStatus(st).isSameVersion(as: expected)
+    }
+
     /// How much of the body one `sendfile` write carries. The no-progress watchdog hears of a write
     /// only when it completes, so this bounds how slow a link may be (256 KiB per minute) before it
     /// counts as stalled.
@@ -204,9 +217,17 @@ public final class Uploader: Sendable {
                 var st = stat()
                 guard fstat(descriptor, &st) == 0, FileStatus(st).isSameVersion(as: expected) else { throw SourceChanged() }
             }
+            // Sent from the spool itself (put, tus): before each region, is it still that version? A file
+            // cut short under sendfile(2) would otherwise leave the request waiting for bytes that never come.
+            let expected = request.expectedSource
+            @Sendable func unchanged() -> Bool {
+                guard let expected else { return true }
+                var st = stat()
+                return fstat(descriptor, &st) == 0 && FileStatus(st).isSameVersion(as: expected)
+            }
             result = .success(try await sendRegions(
                 of: file, request, headers: headers, logger: logger, counter: counter, watchdog: watchdog,
-                progress: progress, writing: writing))
+                progress: progress, writing: writing, unchanged: unchanged))
         } catch {
             result = .failure(error)
         }
@@ -243,7 +264,8 @@ public final class Uploader: Sendable {
 
     private func sendRegions(
         of file: NIOFileHandle, _ request: UploadRequest, headers: HTTPHeaders, logger: Logger, counter: ByteCounter,
-        watchdog: ProgressWatchdog, progress: @escaping @Sendable (Int64) -> Void, writing: PendingWrites
+        watchdog: ProgressWatchdog, progress: @escaping @Sendable (Int64) -> Void, writing: PendingWrites,
+        unchanged: @escaping @Sendable () -> Bool
     ) async throws -> UploadResult {
         let start = request.bodyOffset
         let end = request.bodyOffset + request.contentLength
@@ -251,6 +273,7 @@ public final class Uploader: Sendable {
         let body = HTTPClient.Body.stream(contentLength: request.contentLength) { writer in
             @Sendable func write(from offset: Int64) -> EventLoopFuture<Void> {
                 let upTo = min(offset + Self.regionLength, end)
+                guard unchanged() else { return loop.makeFailedFuture(SourceChanged()) }
                 let written: EventLoopFuture<Void>
                 if let growing = request.growing {
                     written = growing.ready(until: upTo, on: loop).flatMap {

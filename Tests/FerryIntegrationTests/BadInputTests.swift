@@ -208,12 +208,9 @@ struct BadInputTests {
         }
     }
 
-    @Test("A file ferryd may not read is moved to the failed directory with the reason; readable ones are delivered")
+    @Test("A file ferryd may not read is moved to the failed directory with the reason; readable ones are delivered",
+          .enabled(if: getuid() == 0, "runs ferryd as nobody through setpriv, which needs root"))
     func unreadableFile() async throws {
-        guard getuid() == 0 else {
-            print("skipped: this test runs ferryd as nobody through setpriv, which needs root")
-            return
-        }
         try await withDaemonHarness { harness in
             let child = try await startFerrydAsNobody(harness)
             do {
@@ -341,7 +338,6 @@ struct BadInputTests {
         }
         let wrongType = try write("type.toml", ["settle = 2"])
         let crlf = try write("crlf.toml", ["[spool.headers]", #"X-Note = "one\r\nX-Injected: yes""#])
-        let unreadable = try write("unreadable.toml", ["[spool.headers]", "Authorization = \"Bearer ${file:\(secret)}\""])
         // CR/LF in names rather than values: a header name, a field name, the file field, the URL.
         let badNames: [(lines: [String], key: String)] = [
             (["[spool.headers]", #""X-A\r\nInjected" = "v""#], "spool[0].headers."),
@@ -367,9 +363,24 @@ struct BadInputTests {
         #expect(injected.status == 78)
         #expect(injected.stderr.contains("\(crlf):6: spool[0].headers.X-Note:"), "\(injected.stderr)")
         #expect(injected.stderr.contains("CR"), "\(injected.stderr)")
+    }
 
+    @Test("A credential file ferryd's user may not read is refused by check-config and ferryd (exit 78, file:line:key, no secret)",
+          .enabled(if: getuid() == 0, "runs ferryd as nobody through setpriv, which needs root"))
+    func unreadableCredential() async throws {
         // Root can read anything: ferryd's own user (here nobody) cannot read a root-only secret.
-        guard getuid() == 0 else { return }
+        let directory = try TemporaryDirectory()
+        chmod(directory.path, 0o755)
+        let secret = directory.url("token")
+        _ = FileManager.default.createFile(atPath: secret, contents: Data("TOPSECRET-credential\n".utf8), attributes: [.posixPermissions: 0o600])
+        func write(_ name: String, _ lines: [String]) throws -> String {
+            let path = directory.url(name)
+            try (["[[spool]]", "name = \"media\"", "directory = \"\(directory.path)/spool\"", "url = \"https://example.org/upload\""] + lines)
+                .joined(separator: "\n").write(toFile: path, atomically: true, encoding: .utf8)
+            chmod(path, 0o644)
+            return path
+        }
+        let unreadable = try write("unreadable.toml", ["[spool.headers]", "Authorization = \"Bearer ${file:\(secret)}\""])
         let ferryd = try await ferrydCopy(in: directory)
         // The same through `${credential:token}`, with $CREDENTIALS_DIRECTORY pointing at the secret's directory.
         let credential = try write("credential.toml", ["[spool.headers]", "Authorization = \"Bearer ${credential:token}\""])

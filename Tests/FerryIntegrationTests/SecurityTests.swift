@@ -85,12 +85,12 @@ struct SecurityTests {
         }
     }
 
-    @Test("A producer cannot hard-link a file it may not read into a spool (fs.protected_hardlinks)")
+    /// A precondition of the platform Ferry relies on (it checks the kernel, not Ferry): with
+    /// `fs.protected_hardlinks`, the README's shared spool cannot be used to make ferryd upload a file
+    /// its producer may not read.
+    @Test("Platform precondition: a producer cannot hard-link a file it may not read into a spool (fs.protected_hardlinks)",
+          .enabled(if: getuid() == 0, "runs ln as nobody through setpriv, which needs root"))
     func protectedHardlinks() async throws {
-        guard getuid() == 0 else {
-            print("skipped: this test runs ln as nobody through setpriv, which needs root")
-            return
-        }
         let setting = try String(contentsOfFile: "/proc/sys/fs/protected_hardlinks", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
         #expect(setting == "1", "fs.protected_hardlinks is \(setting): a producer could link files it may not read into a spool; ferryd's own user must then not be able to read them either")
         let directory = try TemporaryDirectory()
