@@ -175,8 +175,8 @@ struct SecurityTests {
                 }
             }
             try config.write(toFile: harness.configPath, atomically: true, encoding: .utf8)
-            #expect(config.components(separatedBy: queryToken).count == 4, "every URL carries the secrets")
-            #expect(config.contains("log_level = \"trace\""))
+            try #require(config.components(separatedBy: queryToken).count == 4, "fixture: every URL carries the secrets")
+            try #require(config.contains("log_level = \"trace\""), "fixture: trace logging")
             try await harness.start(environment: ["FERRY_TEST_TOKEN": envSecret])
             try harness.drop("ok.txt", Array("delivered after a 503".utf8))
             try harness.drop("no.txt", Array("rejected with 403".utf8), spool: "strict")

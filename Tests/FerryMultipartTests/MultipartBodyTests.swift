@@ -338,7 +338,7 @@ struct RoundTripTests {
         var data = Data(content)
         while let range = data.range(of: delimiter) { data[range.upperBound - 1] ^= 0x20 }
         content = [UInt8](data)
-        #expect(!String(decoding: content, as: UTF8.self).contains("\r\n--\(boundary)"))
+        try #require(!String(decoding: content, as: UTF8.self).contains("\r\n--\(boundary)"), "fixture: the content must not hold the delimiter")
         let source = try scratch.source(content)
         defer { try? source.close() }
         let (_, bytes) = try encode([

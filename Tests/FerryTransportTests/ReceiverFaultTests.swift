@@ -26,8 +26,12 @@ struct ReceiverFaultTests {
         try await uploader.shutdown()
         try await receiver.stop()
         let text = (try? String(contentsOfFile: manifestPath, encoding: .utf8)) ?? ""
-        let lines = text.split(separator: "\n").compactMap {
-            try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any]
+        // Every manifest line must be a JSON object: one that is not is a defect of the receiver, not noise.
+        let lines = try text.split(separator: "\n").map { line -> [String: Any] in
+            guard let object = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] else {
+                throw TestFailure("a manifest line that is not a JSON object: \(line)")
+            }
+            return object
         }
         let stored = try FileManager.default.contentsOfDirectory(atPath: receiver.directory)
         return (result, receiver, lines, elapsed, bytes, stored)
