@@ -11,7 +11,7 @@ extension SpoolConfiguration {
     static let commonKeys: Set<String> = [
         "name", "directory", "recursive", "url", "protocol", "file_content_type", "settle", "after_upload",
         "sent_directory", "failed_directory", "fields", "headers", "retry", "ca_file", "connect_timeout",
-        "no_progress_timeout", "send_headers_to",
+        "no_progress_timeout", "send_headers_to", "trust_early_answers",
     ]
 
     /// Every key of a spool table: the common ones and each protocol's own.
@@ -77,6 +77,7 @@ extension SpoolConfiguration {
         let connectTimeout = reader.duration("connect_timeout", minimum: .milliseconds(1)) ?? .seconds(10)
         let noProgressTimeout = reader.duration("no_progress_timeout", minimum: .seconds(1)) ?? .seconds(60)
         let sendHeadersTo = Self.readOrigins(reader, key: "send_headers_to")
+        let trustsEarlyAnswers = reader.bool("trust_early_answers") ?? false
 
         guard context.issues.count == issuesBefore, let name, let directory, let url else { return nil }
         self.init(
@@ -84,7 +85,7 @@ extension SpoolConfiguration {
             method: keys.method, chunkSize: keys.chunkSize, fileField: keys.fileField, fileContentType: fileContentType, settle: settle,
             afterUpload: afterUpload, sentDirectory: sentDirectory, failedDirectory: failedDirectory, fields: fields, headers: headers,
             retry: retry, caFile: caFile, connectTimeout: connectTimeout, noProgressTimeout: noProgressTimeout,
-            sendHeadersTo: sendHeadersTo)
+            sendHeadersTo: sendHeadersTo, trustsEarlyAnswers: trustsEarlyAnswers)
     }
 
     /// Why ferryd could not create the missing spool directory `path` (its nearest existing parent is

@@ -39,6 +39,9 @@ public struct SpoolConfiguration: Sendable, Equatable {
     public var connectTimeout: Duration
     /// An upload that neither sends nor receives a byte for this long is aborted and retried.
     public var noProgressTimeout: Duration
+    /// Whether `after_upload` applies even when the server answered 2xx before the whole body was
+    /// sent (`trust_early_answers`); by default such a file is kept.
+    public var trustsEarlyAnswers: Bool
     /// Origins besides the URL's own that may receive the configured headers (`send_headers_to`),
     /// for servers whose upload URLs (a tus `Location`) are on another host.
     public var sendHeadersTo: [HTTPOrigin]
@@ -49,9 +52,10 @@ public struct SpoolConfiguration: Sendable, Equatable {
         afterUpload: AfterUpload = .delete, sentDirectory: String? = nil, failedDirectory: String? = nil,
         fields: [NamedValue] = [], headers: [NamedValue] = [], retry: RetryPolicy = RetryPolicy(),
         caFile: String? = nil, connectTimeout: Duration = .seconds(10), noProgressTimeout: Duration = .seconds(60),
-        sendHeadersTo: [HTTPOrigin] = []
+        sendHeadersTo: [HTTPOrigin] = [], trustsEarlyAnswers: Bool = false
     ) {
         self.sendHeadersTo = sendHeadersTo
+        self.trustsEarlyAnswers = trustsEarlyAnswers
         self.name = name
         self.directory = directory
         self.recursive = recursive

@@ -98,7 +98,8 @@ final class JobPipeline: Sendable {
         let decision = AttemptDecider.decide(AttemptInput(
             job: job, policy: spool?.configuration.retry ?? RetryPolicy(), settle: spool?.configuration.settle ?? .zero,
             report: result.report, bytesSent: result.bytesSent, requested: result.requested, progressed: result.progressed,
-            intervention: activity.intervention(for: job), startedAt: startedAt, now: now))
+            intervention: activity.intervention(for: job), answeredEarly: result.answeredEarly,
+            trustsEarlyAnswers: spool?.configuration.trustsEarlyAnswers ?? false, startedAt: startedAt, now: now))
         if decision.resetsRetryCount { job.attemptBase = job.attempts }
         let delivered = decision.counted == .delivered
         if delivered { FaultPoint.deliveredBeforeRecord.reached() }

@@ -64,6 +64,15 @@ public enum AttemptDecider {
         _ answer: ServerAnswer, _ input: AttemptInput, random: inout Random
     ) -> AttemptDecision {
         switch RetryRules.verdict(status: answer.status, retryAfter: answer.retryAfter, now: input.now) {
+        case .success where input.answeredEarly && !input.trustsEarlyAnswers:
+            // The server cannot have read the whole file: its 2xx stands (no retry, which could not
+            // tell the server more), but the file stays in the spool, recorded as kept.
+            return AttemptDecision(
+                record: .attempt(.succeeded(status: answer.status, body: answer.body, contentType: answer.contentType, keepSource: true)),
+                followUps: [.clearLocalProblem, .forgetBody], counted: input.requested ? .delivered : nil,
+                log: LogEntry(.warning, "the server answered 2xx before the whole body was sent; the file is kept (after_upload not applied)", [
+                    "status": "\(answer.status)", "sent": "\(input.bytesSent)", "bytes": "\(input.job.identity.size)",
+                ]))
         case .success:
             return AttemptDecision(
                 record: .attempt(.succeeded(status: answer.status, body: answer.body, contentType: answer.contentType)),

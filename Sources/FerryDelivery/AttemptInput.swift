@@ -20,13 +20,20 @@ public struct AttemptInput: Sendable {
     public var progressed: Bool
     /// What an operator asked while the attempt ran.
     public var intervention: Intervention?
+    /// The server answered before ferryd had sent the whole body (a count ferryd keeps itself).
+    public var answeredEarly = false
+    /// The spool's `trust_early_answers`: apply `after_upload` even after such an answer.
+    public var trustsEarlyAnswers = false
     public var startedAt: Date
     public var now: Date
 
     public init(
         job: Job, policy: RetryPolicy, settle: Duration, report: AttemptReport, bytesSent: Int64 = 0, requested: Bool = false,
-        progressed: Bool = false, intervention: Intervention? = nil, startedAt: Date, now: Date
+        progressed: Bool = false, intervention: Intervention? = nil, answeredEarly: Bool = false, trustsEarlyAnswers: Bool = false,
+        startedAt: Date, now: Date
     ) {
+        self.answeredEarly = answeredEarly
+        self.trustsEarlyAnswers = trustsEarlyAnswers
         self.job = job
         self.policy = policy
         self.settle = settle

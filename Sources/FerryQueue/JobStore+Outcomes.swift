@@ -5,8 +5,10 @@ import GRDB
 extension JobStore {
     /// How an attempt changes its job.
     public enum Transition: Sendable, Equatable {
-        /// The server accepted the file; the source's disposition is still to be applied.
-        case succeeded(status: Int, body: [UInt8], contentType: String?)
+        /// The server accepted the file; the source's disposition is still to be applied, unless
+        /// `keepSource`: then the file is kept where it is, recorded as `kept` in the same write (a
+        /// 2xx that came before the whole body was sent is not taken as proof of delivery).
+        case succeeded(status: Int, body: [UInt8], contentType: String?, keepSource: Bool = false)
         /// Retry no earlier than `at`.
         case retry(at: Date, error: String, status: Int?, body: [UInt8]?, contentType: String?)
         /// Give up; the source goes to the failed directory.
@@ -35,7 +37,7 @@ extension JobStore {
             bytesSent: bytesSent, outcome: .success)
         job.updatedAt = now
         switch transition {
-        case .succeeded(let status, let body, let contentType):
+        case .succeeded(let status, let body, let contentType, let keepSource):
             counts = true
             attempt.httpStatus = status
             job.state = .done
@@ -43,6 +45,10 @@ extension JobStore {
             job.nextAttemptAt = nil
             job.keepResponse(status: status, body: body, contentType: contentType)
             job.lastError = nil
+            if keepSource {
+                job.disposition = .kept
+                job.disposedAt = now
+            }
         case .retry(let at, let error, let status, let body, let contentType):
             counts = true
             attempt.outcome = .retry

@@ -37,6 +37,8 @@ struct DecisionRow: CustomTestStringConvertible, Sendable {
     var requested = true
     var progressed = false
     var intervention: Intervention?
+    var answeredEarly = false
+    var trustsEarly = false
     var bytesSent: Int64 = 1000
     var random: UInt64 = 0
     var fate: Fate
@@ -180,6 +182,11 @@ let decisionTable: [DecisionRow] = [
     DecisionRow(name: "cancel in flight ends the server's upload", report: .stopped, intervention: .cancel(reason: "cancelled by alice"), fate: .cancelled,
                 followUps: [.clearLocalProblem, .forgetBody, .dispose, .endServerUpload], counted: .interrupted),
     DecisionRow(name: "an intervention does not override a 2xx", report: answer(200), intervention: .cancel(reason: "too late"), fate: .delivered),
+    // A 2xx before the whole body was sent.
+    DecisionRow(name: "a 2xx before the whole body stands, but the file is kept", report: answer(200), answeredEarly: true, bytesSent: 400,
+                fate: .delivered, followUps: [.clearLocalProblem, .forgetBody], counted: .delivered),
+    DecisionRow(name: "trust_early_answers applies after_upload all the same", report: answer(200), answeredEarly: true, trustsEarly: true,
+                bytesSent: 400, fate: .delivered, followUps: [.clearLocalProblem, .forgetBody, .dispose, .requeueIfLeft]),
 ]
 
 @Suite("Attempt decision")
@@ -193,12 +200,14 @@ struct AttemptDeciderTests {
         var random = FixedRandom(value: row.random)
         let decision = AttemptDecider.decide(AttemptInput(
             job: job, policy: row.policy, settle: .seconds(2), report: row.report, bytesSent: row.bytesSent, requested: row.requested,
-            progressed: row.progressed, intervention: row.intervention, startedAt: decisionNow.addingTimeInterval(-1), now: decisionNow),
+            progressed: row.progressed, intervention: row.intervention, answeredEarly: row.answeredEarly,
+            trustsEarlyAnswers: row.trustsEarly, startedAt: decisionNow.addingTimeInterval(-1), now: decisionNow),
             random: &random)
         func seconds(_ date: Date) -> Double { date.timeIntervalSince(decisionNow) }
 
         switch (row.fate, decision.record) {
-        case (.delivered, .attempt(.succeeded(let status, let body, let contentType))):
+        case (.delivered, .attempt(.succeeded(let status, let body, let contentType, let keepSource))):
+            #expect(keepSource == (row.answeredEarly && !row.trustsEarly), "an early 2xx keeps the file unless trusted")
             #expect((200..<300).contains(status))
             #expect(body == Array("answer".utf8) && contentType == "text/plain", "the answer is kept")
         case (.retry(let range, let error), .attempt(.retry(let at, let message, _, _, _))):

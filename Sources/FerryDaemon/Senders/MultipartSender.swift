@@ -60,7 +60,7 @@ struct MultipartSender: Sender {
         } onCancel: {
             building.cancel()
         }
-        var result = SendResult(sent, source: source)
+        var result = SendResult(sent, source: source, bodyLength: body.contentLength)
         // The build's outcome decides unless the server has answered 2xx (then it has the body, or
         // accepted what it got) or the attempt was stopped.
         if case .answered(let answer) = result.report, answer.isSuccess {

@@ -22,7 +22,8 @@ struct PutSender: Sender {
             contentType: configuration.fileContentType ?? MediaType.forFilename(job.baseName),
             idempotencyKey: job.id.rawValue, expectedSource: source.status)
         tracker.sending(total: source.status.size)
-        return SendResult(await uploader.send(request, logger: logger, progress: { tracker.sent($0) }), source: source)
+        return SendResult(await uploader.send(request, logger: logger, progress: { tracker.sent($0) }), source: source,
+                          bodyLength: source.status.size)
     }
 
     /// The endpoint, or, when the URL names the file, the endpoint with those names filled in.

@@ -31,6 +31,8 @@ struct SendResult: Sendable {
     var requested = true
     /// Whether a resumable upload's confirmed offset moved forward.
     var progressed = false
+    /// Whether the server answered before the whole body was handed over.
+    var answeredEarly = false
     /// The resumable upload as it stands at the end, recorded with the attempt when
     /// ``recordsUpload`` (a protocol that keeps one; `nil` then forgets an earlier one).
     var upload: ResumableUpload?
@@ -53,8 +55,13 @@ struct UploadTracker: Sendable {
 }
 
 extension SendResult {
-    /// The result of one plain request (multipart, put).
-    init(_ result: UploadResult, source: SourceFile) {
+    /// The result of one plain request (multipart, put) whose body was `bodyLength` bytes.
+    init(_ result: UploadResult, source: SourceFile, bodyLength: Int64) {
+        self.init(result, source: source)
+        if case .response(_, _, _, let sent) = result, sent < bodyLength { answeredEarly = true }
+    }
+
+    private init(_ result: UploadResult, source: SourceFile) {
         switch result {
         case .response(let status, let headers, let body, let bytesSent):
             self.init(report: .answered(ServerAnswer(status: status, headers: headers, body: body)), bytesSent: bytesSent)
