@@ -101,7 +101,20 @@ extension JobStore {
         case .held(let reason): (.held, reason)
         case .cancelled(let reason): (.cancelled, reason)
         }
+        let repeatable: Bool = if case .interrupted = transition { true } else { false }
         try await write { db in
+            // The same local trouble again (a full disk, retried every 15–30 s): one row and one event
+            // for the whole episode, its duration stretched to now, not one per try.
+            if repeatable, let last = try Row.fetchOne(db, sql: """
+                SELECT seq, number, outcome, error, started_at FROM attempt WHERE job_seq = ? ORDER BY seq DESC LIMIT 1
+                """, arguments: [record.jobSequence]),
+               last["number"] as Int == record.number, last["outcome"] as String == Attempt.Outcome.interrupted.rawValue,
+               last["error"] as String? == record.error {
+                try db.execute(sql: "UPDATE attempt SET duration = ? WHERE seq = ?",
+                               arguments: [max(0, now.timeIntervalSince1970 - (last["started_at"] as Double)), last["seq"] as Int64])
+                try updated.update(db)
+                return
+            }
             try record.insert(db)
             try updated.update(db)
             try JobEvent.record(db, updated, kind: event.0, at: now, attempt: record.number, status: record.httpStatus, message: event.1)

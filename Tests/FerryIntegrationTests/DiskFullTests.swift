@@ -167,6 +167,13 @@ struct DiskFullTests {
                 && human.stdout.contains("1 job waiting, tried again until max_age"), "\(human)")
         let bodies = try FileManager.default.contentsOfDirectory(atPath: state + "/bodies")
         #expect(bodies.isEmpty, "a failed build leaves no partial body: \(bodies)")
+        // It keeps trying (every 0.5–1 s with this spool's max_delay); health says degraded meanwhile.
+        try await waitUntil("three tries in the full disk\n\(harness.daemon?.log ?? "")") {
+            (harness.daemon?.log.components(separatedBy: "cannot prepare the upload; will try again").count ?? 0) > 3
+        }
+        let health = try await harness.ctl("health", "--json").json()
+        #expect(health["status"] as? String == "degraded", "\(health)")
+        #expect((health["problems"] as? [String])?.contains { $0.contains("No space left on device") } == true, "\(health)")
 
         // Space returns: the big file goes out whole, and the problem is gone.
         #expect(unlink(filler) == 0)
@@ -176,6 +183,8 @@ struct DiskFullTests {
         #expect(delivered.filename == "big.bin" && delivered.sha256 == sha256Hex(big))
         let done = try #require(try await jobs(harness).first { $0.displayPath == "big.bin" })
         #expect(done.state == .done && done.attempts == 1, "the local failures did not use up attempts")
+        let rows = try await attempts(harness, done)
+        #expect(rows.filter { $0.outcome == .interrupted }.count == 1, "one row for the episode of local trouble, not one per try: \(rows.map(\.outcome))")
         #expect(harness.receiver.requests.count == 2, "nothing was sent twice or half")
         let after = try await harness.ctl("status", "--json").json()
         #expect((after["spools"] as? [[String: Any]])?.first?["problem"] == nil, "the problem clears once a body is built")
