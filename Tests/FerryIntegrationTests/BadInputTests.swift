@@ -325,17 +325,8 @@ struct BadInputTests {
 
     @Test("check-config and ferryd refuse wrong types, CR/LF in header values and names, field names and the URL, and a credential file they may not read (exit 78, file:line:key, no secret)")
     func badConfigurations() async throws {
-        let directory = try TemporaryDirectory()
-        chmod(directory.path, 0o755)
-        let secret = directory.url("token")
-        _ = FileManager.default.createFile(atPath: secret, contents: Data("TOPSECRET-credential\n".utf8), attributes: [.posixPermissions: 0o600])
-        func write(_ name: String, _ lines: [String]) throws -> String {
-            let path = directory.url(name)
-            try (["[[spool]]", "name = \"media\"", "directory = \"\(directory.path)/spool\"", "url = \"https://example.org/upload\""] + lines)
-                .joined(separator: "\n").write(toFile: path, atomically: true, encoding: .utf8)
-            chmod(path, 0o644)
-            return path
-        }
+        let fixture = try BadConfigFixture()
+        let (directory, write) = (fixture.directory, fixture.write)
         let wrongType = try write("type.toml", ["settle = 2"])
         let crlf = try write("crlf.toml", ["[spool.headers]", #"X-Note = "one\r\nX-Injected: yes""#])
         // CR/LF in names rather than values: a header name, a field name, the file field, the URL.
@@ -369,17 +360,8 @@ struct BadInputTests {
           .enabled(if: getuid() == 0, "runs ferryd as nobody through setpriv, which needs root"))
     func unreadableCredential() async throws {
         // Root can read anything: ferryd's own user (here nobody) cannot read a root-only secret.
-        let directory = try TemporaryDirectory()
-        chmod(directory.path, 0o755)
-        let secret = directory.url("token")
-        _ = FileManager.default.createFile(atPath: secret, contents: Data("TOPSECRET-credential\n".utf8), attributes: [.posixPermissions: 0o600])
-        func write(_ name: String, _ lines: [String]) throws -> String {
-            let path = directory.url(name)
-            try (["[[spool]]", "name = \"media\"", "directory = \"\(directory.path)/spool\"", "url = \"https://example.org/upload\""] + lines)
-                .joined(separator: "\n").write(toFile: path, atomically: true, encoding: .utf8)
-            chmod(path, 0o644)
-            return path
-        }
+        let fixture = try BadConfigFixture()
+        let (directory, secret, write) = (fixture.directory, fixture.secret, fixture.write)
         let unreadable = try write("unreadable.toml", ["[spool.headers]", "Authorization = \"Bearer ${file:\(secret)}\""])
         let ferryd = try await ferrydCopy(in: directory)
         // The same through `${credential:token}`, with $CREDENTIALS_DIRECTORY pointing at the secret's directory.
@@ -396,6 +378,28 @@ struct BadInputTests {
             #expect(stderr.contains("Permission denied") || stderr.contains("permission denied"), "\(stderr)")
             #expect(!stderr.contains("TOPSECRET"))
         }
+    }
+}
+
+/// A directory readable by others, a root-only secret in it, and configuration files written there
+/// (one spool, then `lines`), for the bad-configuration tests.
+struct BadConfigFixture {
+    let directory: TemporaryDirectory
+    let secret: String
+
+    init() throws {
+        directory = try TemporaryDirectory()
+        chmod(directory.path, 0o755)
+        secret = directory.url("token")
+        _ = FileManager.default.createFile(atPath: secret, contents: Data("TOPSECRET-credential\n".utf8), attributes: [.posixPermissions: 0o600])
+    }
+
+    func write(_ name: String, _ lines: [String]) throws -> String {
+        let path = directory.url(name)
+        try (["[[spool]]", "name = \"media\"", "directory = \"\(directory.path)/spool\"", "url = \"https://example.org/upload\""] + lines)
+            .joined(separator: "\n").write(toFile: path, atomically: true, encoding: .utf8)
+        chmod(path, 0o644)
+        return path
     }
 }
 
