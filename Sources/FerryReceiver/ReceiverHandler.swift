@@ -15,15 +15,15 @@ final class ReceiverHandler: ChannelInboundHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundOut = HTTPServerResponsePart
 
-    private let core: ReceiverCore
-    private var request: InFlight?
+    let core: ReceiverCore
+    var request: InFlight?
     /// While a `stallUntil` request waits at its gate, what arrives is held here, in order.
     private var held: [HTTPServerRequestPart]?
 
     init(core: ReceiverCore) { self.core = core }
 
     /// The request being received on this connection.
-    private struct InFlight {
+    struct InFlight {
         var index: Int
         var head: HTTPRequestHead
         var action: ReceiverAction
@@ -327,28 +327,6 @@ final class ReceiverHandler: ChannelInboundHandler {
             for file in files { manifest.record(file, idempotencyKey: key, status: status, request: request.index) }
         }
         return nil
-    }
-
-    /// Sends the head of a chunked answer, then one body byte every `interval` while the connection lasts.
-    private func trickle(status: Int, interval: Duration, context: ChannelHandlerContext) {
-        guard let request else { return }
-        var headers = HTTPHeaders()
-        headers.add(name: "Transfer-Encoding", value: "chunked")
-        headers.add(name: "Content-Type", value: "text/plain")
-        context.writeAndFlush(wrapOutboundOut(.head(HTTPResponseHead(
-            version: request.head.version, status: HTTPResponseStatus(statusCode: status), headers: headers))), promise: nil)
-        let loopBound = NIOLoopBound((handler: self, context: context), eventLoop: context.eventLoop)
-        let step = TimeAmount.nanoseconds(Int64(interval.components.seconds) * 1_000_000_000 + interval.components.attoseconds / 1_000_000_000)
-        context.eventLoop.scheduleRepeatedTask(initialDelay: step, delay: step) { task in
-            let (handler, context) = loopBound.value
-            guard context.channel.isActive else {
-                task.cancel()
-                return
-            }
-            context.writeAndFlush(handler.wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(string: "."))))).whenFailure { _ in
-                task.cancel()
-            }
-        }
     }
 
     private func respond(status: Int, headers extra: [HeaderField], body: [UInt8], close: Bool, context: ChannelHandlerContext) {
