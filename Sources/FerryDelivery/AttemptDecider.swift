@@ -168,7 +168,7 @@ public enum AttemptDecider {
         let ceiling = min(input.policy.maxDelay, localRetryCeiling).timeInterval
         let next = min(input.now.addingTimeInterval(ceiling / 2 * (1 + Backoff.unit(using: &random))), input.deadline)
         return AttemptDecision(
-            record: .attempt(.interrupted(at: next, reason: reason)),
+            record: .attempt(.interrupted(at: next, reason: reason, localTrouble: true)),
             followUps: [.reportLocalProblem(reason), .forgetBody], counted: nil,
             log: LogEntry(.warning, "cannot prepare the upload; will try again", [
                 "error": reason, "retry_in_ms": milliseconds(from: input.now, to: next),

@@ -14,8 +14,9 @@ extension JobStore {
         /// Give up; the source goes to the failed directory.
         case failed(error: String, status: Int?, body: [UInt8]?, contentType: String?)
         /// The attempt was cut short through no fault of the server (shutdown, source changed);
-        /// queue again at `at` without counting it.
-        case interrupted(at: Date, reason: String)
+        /// queue again at `at` without counting it. `localTrouble` (a full disk, a failed read): the
+        /// same trouble again for the same attempt stretches its one row instead of adding another.
+        case interrupted(at: Date, reason: String, localTrouble: Bool = false)
         /// An operator held the job while it was uploading; the attempt does not count.
         case held(reason: String)
         /// An operator cancelled the job while it was uploading; the attempt does not count and the
@@ -30,12 +31,39 @@ extension JobStore {
     ) async throws -> Job {
         var job = job
         let sequence = job.sequence!
-        let counts: Bool
         var attempt = Attempt(
             jobSequence: sequence, number: job.attempts + 1, startedAt: startedAt,
             duration: max(0, now.timeIntervalSince(startedAt)), httpStatus: nil, error: nil,
             bytesSent: bytesSent, outcome: .success)
         job.updatedAt = now
+        let counts = Self.apply(transition, to: &job, attempt: &attempt, now: now)
+        if counts { job.attempts += 1 }
+        let updated = job
+        let record = attempt
+        let event: (JobEvent.Kind, String?) = switch transition {
+        case .succeeded: (.done, nil)
+        case .retry(_, let error, _, _, _): (.retry, error)
+        case .failed(let error, _, _, _): (.failed, error)
+        case .interrupted(_, let reason, _): (.requeued, reason)
+        case .held(let reason): (.held, reason)
+        case .cancelled(let reason): (.cancelled, reason)
+        }
+        let repeatable: Bool = if case .interrupted(_, _, true) = transition { true } else { false }
+        try await write { db in
+            if repeatable, try Self.extendRepeatedInterruption(db, like: record, now: now) {
+                try updated.update(db)
+                return
+            }
+            try record.insert(db)
+            try updated.update(db)
+            try JobEvent.record(db, updated, kind: event.0, at: now, attempt: record.number, status: record.httpStatus, message: event.1)
+        }
+        return updated
+    }
+
+    /// What `transition` does to the job and its attempt row; whether the attempt counts.
+    private static func apply(_ transition: Transition, to job: inout Job, attempt: inout Attempt, now: Date) -> Bool {
+        let counts: Bool
         switch transition {
         case .succeeded(let status, let body, let contentType, let keepSource):
             counts = true
@@ -68,7 +96,7 @@ extension JobStore {
             job.nextAttemptAt = nil
             job.lastError = error
             job.keepResponse(status: status, body: body, contentType: contentType)
-        case .interrupted(let at, let reason):
+        case .interrupted(let at, let reason, _):
             counts = false
             attempt.outcome = .interrupted
             attempt.error = reason
@@ -90,36 +118,21 @@ extension JobStore {
             job.nextAttemptAt = nil
             job.lastError = reason
         }
-        if counts { job.attempts += 1 }
-        let updated = job
-        let record = attempt
-        let event: (JobEvent.Kind, String?) = switch transition {
-        case .succeeded: (.done, nil)
-        case .retry(_, let error, _, _, _): (.retry, error)
-        case .failed(let error, _, _, _): (.failed, error)
-        case .interrupted(_, let reason): (.requeued, reason)
-        case .held(let reason): (.held, reason)
-        case .cancelled(let reason): (.cancelled, reason)
-        }
-        let repeatable: Bool = if case .interrupted = transition { true } else { false }
-        try await write { db in
-            // The same local trouble again (a full disk, retried every 15–30 s): one row and one event
-            // for the whole episode, its duration stretched to now, not one per try.
-            if repeatable, let last = try Row.fetchOne(db, sql: """
-                SELECT seq, number, outcome, error, started_at FROM attempt WHERE job_seq = ? ORDER BY seq DESC LIMIT 1
-                """, arguments: [record.jobSequence]),
-               last["number"] as Int == record.number, last["outcome"] as String == Attempt.Outcome.interrupted.rawValue,
-               last["error"] as String? == record.error {
-                try db.execute(sql: "UPDATE attempt SET duration = ? WHERE seq = ?",
-                               arguments: [max(0, now.timeIntervalSince1970 - (last["started_at"] as Double)), last["seq"] as Int64])
-                try updated.update(db)
-                return
-            }
-            try record.insert(db)
-            try updated.update(db)
-            try JobEvent.record(db, updated, kind: event.0, at: now, attempt: record.number, status: record.httpStatus, message: event.1)
-        }
-        return updated
+        return counts
+    }
+
+    /// The same local trouble again (a full disk, retried every 15–30 s): the job's last attempt row, if
+    /// it is that very interruption, is stretched to `now` instead of a row (and an event) per try.
+    /// Returns whether it was.
+    private static func extendRepeatedInterruption(_ db: Database, like record: Attempt, now: Date) throws -> Bool {
+        guard let last = try Row.fetchOne(db, sql: """
+            SELECT seq, number, outcome, error, started_at FROM attempt WHERE job_seq = ? ORDER BY seq DESC LIMIT 1
+            """, arguments: [record.jobSequence]),
+            last["number"] as Int == record.number, last["outcome"] as String == Attempt.Outcome.interrupted.rawValue,
+            last["error"] as String? == record.error else { return false }
+        try db.execute(sql: "UPDATE attempt SET duration = ? WHERE seq = ?",
+                       arguments: [max(0, now.timeIntervalSince1970 - (last["started_at"] as Double)), last["seq"] as Int64])
+        return true
     }
 
     /// Fails a job without an attempt (the source vanished or cannot be read, or it aged out while waiting).

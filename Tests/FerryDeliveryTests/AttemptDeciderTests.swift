@@ -220,7 +220,9 @@ struct AttemptDeciderTests {
         case (.superseded(let identity, let wait), .supersede(let by, let notBefore)):
             #expect(by == identity)
             #expect(seconds(notBefore) == wait)
-        case (.interrupted(let range, let reason), .attempt(.interrupted(let at, let message))):
+        case (.interrupted(let range, let reason), .attempt(.interrupted(let at, let message, let localTrouble))):
+            let isLocal: Bool = if case .localFailure = row.report { true } else { false }
+            #expect(localTrouble == isLocal, "only local trouble is collapsed into one row per episode")
             #expect(range.contains(seconds(at)), "due in \(seconds(at)) s")
             #expect(message == reason)
         case (.held, .attempt(.held(let reason))):
