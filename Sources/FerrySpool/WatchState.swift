@@ -38,14 +38,14 @@ struct WatchState {
         })
     }
 
-    /// Whether `directory` is one the watcher never enters (the state, sent or failed directory),
-    /// by device and inode, looked up now: they may be created, or re-created, at any time, and be
-    /// named through symlinks.
-    func isExcludedDirectory(_ directory: FileStatus) -> Bool {
-        settings.excludedDirectories.contains { path in
+    /// The directories the watcher never enters (the state, sent and failed directories), as device
+    /// and inode, looked up now: they may be created, or re-created, at any time, and be named
+    /// through symlinks. A full scan looks them up once; a directory created later, when it appears.
+    func excludedInodes() -> Set<FileVersion.Inode> {
+        Set(settings.excludedDirectories.compactMap { path -> FileVersion.Inode? in
             var st = stat()
-            return stat(path, &st) == 0 && FileStatus(st).version.inodeIdentity == directory.version.inodeIdentity
-        }
+            return stat(path, &st) == 0 ? FileStatus(st).version.inodeIdentity : nil
+        })
     }
 
     // MARK: Scanning
@@ -78,7 +78,8 @@ struct WatchState {
             logger.notice("spool directory is back", metadata: ["directory": "\(settings.directory)"])
             reportedMissingRoot = false
         }
-        if let rootStatus = try? root.status(), isExcludedDirectory(rootStatus) {
+        let excludedNow = excludedInodes()
+        if let rootStatus = try? root.status(), excludedNow.contains(rootStatus.version.inodeIdentity) {
             logger.error("the spool directory is ferryd's state, sent or failed directory (through a symlink?); not scanning it",
                          metadata: ["directory": "\(settings.directory)"])
             return
@@ -87,13 +88,13 @@ struct WatchState {
             rootWatched = watchDirectory([])
         }
         var batch: [SpoolFile] = []
-        await scan(root, relative: [], batch: &batch, deliver: deliver)
+        await scan(root, relative: [], excluding: excludedNow, batch: &batch, deliver: deliver)
         if !batch.isEmpty { await deliver(batch) }
         logger.debug("spool scanned", metadata: ["spool": "\(settings.name)"])
     }
 
     private mutating func scan(
-        _ directory: DirectoryHandle, relative: [UInt8], batch: inout [SpoolFile],
+        _ directory: DirectoryHandle, relative: [UInt8], excluding excludedNow: Set<FileVersion.Inode>, batch: inout [SpoolFile],
         deliver: @Sendable ([SpoolFile]) async -> Void
     ) async {
         let names: [[UInt8]]
@@ -119,10 +120,10 @@ struct WatchState {
                 }
             case .directory:
                 guard settings.recursive, SpoolNameFilter.isCandidateDirectory(name), !excluded.contains(path),
-                      !isExcludedDirectory(status) else { continue }
+                      !excludedNow.contains(status.version.inodeIdentity) else { continue }
                 guard let child = try? directory.openSubdirectory([name]) else { continue }
                 watchDirectory(path)
-                await scan(child, relative: path, batch: &batch, deliver: deliver)
+                await scan(child, relative: path, excluding: excludedNow, batch: &batch, deliver: deliver)
             case .symlink, .special:
                 guard SpoolNameFilter.isCandidate(name) else { continue }
                 warnSkipped(path, status.kind)
@@ -211,12 +212,12 @@ struct WatchState {
             if event.has(CFERRY_IN_ISDIR) {
                 guard settings.recursive, event.has(CFERRY_IN_CREATE) || event.has(CFERRY_IN_MOVED_TO),
                       SpoolNameFilter.isCandidateDirectory(event.name), !excluded.contains(path),
-                      let entered = status(of: path), !isExcludedDirectory(entered)
+                      let entered = status(of: path), !excludedInodes().contains(entered.version.inodeIdentity)
                 else { continue }
                 guard let root = try? DirectoryHandle.open(settings.directory),
                       let child = try? root.openSubdirectory(path.splitPath()) else { continue }
                 watchDirectory(path)
-                await scan(child, relative: path, batch: &batch, deliver: deliver)
+                await scan(child, relative: path, excluding: excludedInodes(), batch: &batch, deliver: deliver)
                 continue
             }
             guard SpoolNameFilter.isCandidate(event.name), let status = status(of: path) else { continue }
