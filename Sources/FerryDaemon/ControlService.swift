@@ -212,8 +212,14 @@ final class ControlService: Sendable {
         }
     }
 
-    /// A disposition pending longer than this makes `health` degraded.
-    static let stuckDispositionAfter: TimeInterval = 300
+    /// A disposition pending longer than this makes `health` degraded (debug builds: tests may set
+    /// `FERRY_STUCK_DISPOSITION_AFTER` in seconds).
+    static let stuckDispositionAfter: TimeInterval = {
+        #if DEBUG
+        if let text = ProcessInfo.processInfo.environment["FERRY_STUCK_DISPOSITION_AFTER"], let seconds = TimeInterval(text) { return seconds }
+        #endif
+        return 300
+    }()
 
     func health() async -> HealthReport {
         var problems: [String] = []

@@ -37,4 +37,28 @@ struct SmallerDefectTests {
             #expect(harness.daemon?.log.contains("removed_partial_moves=1") == true, "\(harness.daemon?.log ?? "")")
         }
     }
+
+    @Test("health is degraded while a file cannot be dealt with after its upload, and when a spool directory is gone")
+    func healthReportsStuckDispositionsAndMissingSpools() async throws {
+        try await withDaemonHarness(plan: { _ in .respond(status: 400, body: "rejected") }) { harness in
+            // A .failed that others may write is refused (FailedDirectoryTests), so the disposition stays pending.
+            let failed = try harness.directory.makeDirectory("spool-test/.failed")
+            chmod(failed, 0o777)
+            try await harness.start(environment: ["FERRY_STUCK_DISPOSITION_AFTER": "1"])
+            try harness.drop("report.txt", Array("A's report".utf8))
+            try await waitUntil("health to report the stuck file") {
+                let health = try await harness.ctl("health", "--json").json()
+                return (health["problems"] as? [String])?.contains { $0.contains("to be deleted or moved") } == true
+                    && health["status"] as? String == "degraded"
+            }
+        }
+        try await withDaemonHarness { harness in
+            try await harness.start()
+            try FileManager.default.removeItem(atPath: harness.spoolPath())
+            try await waitUntil("health to name the missing spool directory") {
+                let health = try await harness.ctl("health", "--json").json()
+                return (health["problems"] as? [String])?.contains { $0.contains("does not exist") } == true
+            }
+        }
+    }
 }
