@@ -7,9 +7,12 @@
 //   FerrySpool      finds files in spool directories (inotify + rescans)      spool
 //   FerryQueue      the durable job queue in SQLite (GRDB)                    queue
 //   FerryMultipart  the RFC 7578 multipart/form-data body encoder             body
+//   FerryS3         S3's formats, pure: SigV4 signing, CRC32C and composite   body (s3)
+//                   checksums, object addresses, XML documents
 //   FerryDelivery   every decision about a job, pure: the attempt decision,   decide
-//                   retry rules, backoff, the tus upload machine
-//   FerryTransport  sends requests over HTTP(S) (AsyncHTTPClient), tus shell  transport
+//                   retry rules, backoff, the tus and S3 upload machines
+//   FerryTransport  sends requests over HTTP(S) (AsyncHTTPClient), tus and    transport
+//                   S3 shells
 //   FerryDaemon     composes the above: scheduler, pipeline, senders,         disposition
 //                   disposition
 //
@@ -88,10 +91,18 @@ let package = Package(
             ]
         ),
         .target(
+            name: "FerryS3",
+            dependencies: [
+                "CFerrySystem",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
+        ),
+        .target(
             name: "FerryDelivery",
             dependencies: [
                 "FerryConfig",
                 "FerryQueue",
+                "FerryS3",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
             ]
@@ -102,6 +113,7 @@ let package = Package(
                 "FerryConfig",
                 "FerryDelivery",
                 "FerryQueue",
+                "FerryS3",
                 "FerrySystem",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
@@ -142,6 +154,7 @@ let package = Package(
                 "FerryDelivery",
                 "FerryMultipart",
                 "FerryQueue",
+                "FerryS3",
                 "FerrySpool",
                 "FerryTransport",
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -208,6 +221,11 @@ let package = Package(
         .testTarget(
             name: "FerryDeliveryTests",
             dependencies: ["FerryDelivery", "FerryQueue", "FerryConfig"]
+        ),
+        .testTarget(
+            name: "FerryS3Tests",
+            dependencies: ["FerryS3", "FerryTestSupport"],
+            exclude: ["Fixtures"]
         ),
         .testTarget(
             name: "FerryControlTests",

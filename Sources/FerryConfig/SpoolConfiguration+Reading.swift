@@ -44,12 +44,17 @@ extension SpoolConfiguration {
             if let value = UploadProtocol(rawValue: text.lowercased()) {
                 uploadProtocol = value
             } else {
-                context.report(reader.path.appending("protocol"), "protocol must be \"multipart\", \"put\" or \"tus\", not \"\(text)\"")
+                context.report(reader.path.appending("protocol"), "protocol must be \"multipart\", \"put\", \"tus\" or \"s3\", not \"\(text)\"")
             }
         }
         let protocolKeys = uploadProtocol.configurationKeys
         let url = Self.readURL(reader, namesFile: protocolKeys.urlNamesFile)
         let keys = protocolKeys.init(reading: reader)
+        if uploadProtocol != .s3 {
+            for key in ConfigurationLoader.S3Keys.keys.subtracting(protocolKeys.keys).sorted() where reader.table[key] != nil {
+                context.report(reader.path.appending(key), "\(key) applies only to protocol \"s3\" (this spool uses \"\(uploadProtocol.rawValue)\")")
+            }
+        }
         let fileContentType = reader.string("file_content_type")
         if let fileContentType {
             _ = context.checkHeaderText(fileContentType, what: "the content type", at: reader.path.appending("file_content_type"), allowEmpty: false)
@@ -85,7 +90,7 @@ extension SpoolConfiguration {
             method: keys.method, chunkSize: keys.chunkSize, fileField: keys.fileField, fileContentType: fileContentType, settle: settle,
             afterUpload: afterUpload, sentDirectory: sentDirectory, failedDirectory: failedDirectory, fields: fields, headers: headers,
             retry: retry, caFile: caFile, connectTimeout: connectTimeout, noProgressTimeout: noProgressTimeout,
-            sendHeadersTo: sendHeadersTo, trustsEarlyAnswers: trustsEarlyAnswers)
+            sendHeadersTo: sendHeadersTo, trustsEarlyAnswers: trustsEarlyAnswers, s3: keys.s3)
     }
 
     /// Why ferryd could not create the missing spool directory `path` (its nearest existing parent is

@@ -45,6 +45,8 @@ public struct SpoolConfiguration: Sendable, Equatable {
     /// Origins besides the URL's own that may receive the configured headers (`send_headers_to`),
     /// for servers whose upload URLs (a tus `Location`) are on another host.
     public var sendHeadersTo: [HTTPOrigin]
+    /// `protocol = "s3"`: the bucket, key template, credentials and part layout.
+    public var s3: S3Settings?
 
     public init(
         name: String, directory: String, recursive: Bool = false, url: ValueTemplate,
@@ -52,8 +54,9 @@ public struct SpoolConfiguration: Sendable, Equatable {
         afterUpload: AfterUpload = .delete, sentDirectory: String? = nil, failedDirectory: String? = nil,
         fields: [NamedValue] = [], headers: [NamedValue] = [], retry: RetryPolicy = RetryPolicy(),
         caFile: String? = nil, connectTimeout: Duration = .seconds(10), noProgressTimeout: Duration = .seconds(60),
-        sendHeadersTo: [HTTPOrigin] = [], trustsEarlyAnswers: Bool = false
+        sendHeadersTo: [HTTPOrigin] = [], trustsEarlyAnswers: Bool = false, s3: S3Settings? = nil
     ) {
+        self.s3 = s3
         self.sendHeadersTo = sendHeadersTo
         self.trustsEarlyAnswers = trustsEarlyAnswers
         self.name = name

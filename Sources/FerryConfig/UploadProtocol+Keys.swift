@@ -5,6 +5,7 @@ extension UploadProtocol {
         case .multipart: ConfigurationLoader.MultipartKeys.self
         case .put: ConfigurationLoader.PutKeys.self
         case .tus: ConfigurationLoader.TusKeys.self
+        case .s3: ConfigurationLoader.S3Keys.self
         }
     }
 }

@@ -10,4 +10,8 @@ public enum UploadProtocol: String, Sendable, CaseIterable {
     /// tus 1.0 resumable uploads (tus.io): the upload URL and the offset the server confirmed are
     /// kept in the queue, so a failure or a restart resumes where the server's bytes end.
     case tus
+    /// Objects in an S3-compatible bucket (AWS S3, MinIO, Ceph, SeaweedFS, R2, B2, …), signed with
+    /// SigV4; large files as multipart uploads whose confirmed parts are kept in the queue, so a
+    /// restart sends only the parts the server lacks.
+    case s3
 }

@@ -18,6 +18,8 @@ protocol UploadProtocolKeys {
     var chunkSize: Int64? { get }
     /// The form field of the file part, if the protocol sends a form.
     var fileField: String { get }
+    /// The bucket, key and signing of an S3 spool.
+    var s3: S3Settings? { get }
 
     /// Checks the name of a `[spool.fields]` entry, beyond what every field needs.
     func checkField(named name: String, at path: KeyPath, context: LoadContext)
@@ -29,6 +31,7 @@ extension UploadProtocolKeys {
     static var urlNamesFile: Bool { false }
     var chunkSize: Int64? { nil }
     var fileField: String { "file" }
+    var s3: S3Settings? { nil }
     func checkField(named name: String, at path: KeyPath, context: LoadContext) {}
     func checkHeader(named name: String, at path: KeyPath, context: LoadContext) {}
 

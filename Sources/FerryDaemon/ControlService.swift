@@ -188,14 +188,26 @@ final class ControlService: Sendable {
             path = SpoolFiles(directory: spool.directory).currentPath(of: job.relativePath, token: job.id.rawValue)
                 .map { spool.directory + "/" + displayName($0) }
         }
-        return JobDetail(
-            job: job.summary, url: spool?.url.redactedURL ?? "(spool no longer configured)", location: location, path: path,
+        var detail = JobDetail(
+            job: job.summary, url: spool.map(Self.shownURL) ?? "(spool no longer configured)", location: location, path: path,
             disposition: job.disposition.map { JobDetail.Disposition(rawValue: $0.rawValue) }, heldAt: job.heldAt, response: response,
             attempts: attempts.map {
                 AttemptInfo(number: $0.number, startedAt: $0.startedAt, durationSeconds: $0.duration, status: $0.httpStatus,
                             error: $0.error, bytesSent: $0.bytesSent, outcome: AttemptInfo.Outcome(rawValue: $0.outcome.rawValue))
             },
             progress: activity.progress(of: job))
+        if let s3 = spool?.s3, job.upload != nil, !job.state.isFinal {
+            detail.partsConfirmed = try await store.uploadParts(of: job).count
+            let partSize = s3.partSize(forLength: job.identity.size)
+            detail.partsTotal = Int(max(1, (job.identity.size + partSize - 1) / partSize))
+        }
+        return detail
+    }
+
+    /// The spool's endpoint as `show` prints it (secrets as `***`); for s3 also the bucket and key.
+    static func shownURL(_ spool: SpoolConfiguration) -> String {
+        guard let s3 = spool.s3 else { return spool.url.redactedURL }
+        return "\(spool.url.redactedURL) bucket \(s3.bucket), key \(s3.key.redacted)"
     }
 
     /// Where the job's file is now.

@@ -33,6 +33,12 @@ struct SpoolRuntime: Sendable {
         case .multipart: MultipartSender(configuration: configuration, endpoint: endpoint, uploader: uploader, bodies: parts.bodies, io: parts.io)
         case .put: PutSender(configuration: configuration, endpoint: endpoint, uploader: uploader)
         case .tus: TusSender(configuration: configuration, endpoint: endpoint, client: TusClient(uploader: uploader), store: parts.store, io: parts.io)
+        case .s3:
+            if let settings = configuration.s3 {
+                S3Sender(configuration: configuration, settings: settings, client: S3Client(uploader: uploader), store: parts.store, io: parts.io)
+            } else {
+                preconditionFailure("an s3 spool without its settings passed the configuration loader")
+            }
         }
     }
 }

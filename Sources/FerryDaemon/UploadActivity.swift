@@ -15,8 +15,10 @@ final class ActiveJobs: Sendable {
         var phase = UploadProgress.Phase.preparing
         var bytesSent: Int64 = 0
         var bytesTotal: Int64
-        /// tus: the bytes the server has confirmed.
+        /// tus, s3: the bytes the server has confirmed.
         var confirmedBytes: Int64?
+        /// s3: the parts the server has confirmed, and how many the file takes.
+        var parts: (confirmed: Int, total: Int)?
         let startedAt = Date()
         let clockStart = ContinuousClock.now
         /// The bytes and time of the last rate sample, and the rate it gave.
@@ -115,6 +117,11 @@ final class ActiveJobs: Sendable {
         }
     }
 
+    /// s3: the server has `confirmed` of the upload's `total` parts.
+    func parts(_ job: Job, confirmed: Int, total: Int) {
+        entries.withLock { $0[job.sequence ?? -1]?.parts = (confirmed, total) }
+    }
+
     /// Records that `sent` body bytes in all have been handed to the connection.
     func progressed(_ job: Job, sent: Int64) {
         let delta = entries.withLock { entries -> Int64 in
@@ -144,7 +151,8 @@ final class ActiveJobs: Sendable {
                 return UploadProgress(
                     job: entry.job.id.rawValue, spool: entry.job.spool, file: entry.job.displayPath, phase: entry.phase,
                     bytesSent: entry.bytesSent, bytesTotal: entry.bytesTotal, bytesPerSecond: rate,
-                    startedAt: entry.startedAt, attempt: entry.job.attempts + 1, confirmedBytes: entry.confirmedBytes)
+                    startedAt: entry.startedAt, attempt: entry.job.attempts + 1, confirmedBytes: entry.confirmedBytes,
+                    partsConfirmed: entry.parts?.confirmed, partsTotal: entry.parts?.total)
             }
     }
 

@@ -63,7 +63,7 @@ public enum AttemptDecider {
     private static func answered<Random: RandomNumberGenerator>(
         _ answer: ServerAnswer, _ input: AttemptInput, random: inout Random
     ) -> AttemptDecision {
-        switch RetryRules.verdict(status: answer.status, retryAfter: answer.retryAfter, now: input.now) {
+        switch answer.verdict(now: input.now) {
         case .success where input.answeredEarly && !input.trustsEarlyAnswers:
             // The server cannot have read the whole file: its 2xx stands (no retry, which could not
             // tell the server more), but the file stays in the spool, recorded as kept.
@@ -82,7 +82,8 @@ public enum AttemptDecider {
                     "duration_ms": milliseconds(from: input.startedAt, to: input.now), "attempt": "\(input.job.attempts + 1)",
                 ]))
         case .retry(let notBefore):
-            return retryOrGiveUp(input, error: describe(answer), answer: answer, notBefore: notBefore, random: &random)
+            return retryOrGiveUp(
+                input, error: describe(answer) + (answer.hint.map { " (\($0))" } ?? ""), answer: answer, notBefore: notBefore, random: &random)
         case .permanent:
             var metadata = ["status": "\(answer.status)"]
             if let during = answer.during { metadata["during"] = during }
@@ -90,7 +91,7 @@ public enum AttemptDecider {
                 record: .attempt(.failed(
                     error: describe(answer) + (answer.hint.map { " (\($0))" } ?? ""), status: answer.status, body: answer.body,
                     contentType: answer.contentType)),
-                followUps: [.clearLocalProblem, .forgetBody, .dispose], counted: input.requested ? .failed : nil,
+                followUps: [.clearLocalProblem, .forgetBody, .dispose, .endServerUpload], counted: input.requested ? .failed : nil,
                 log: LogEntry(.error, "upload rejected; not retrying", metadata))
         }
     }
@@ -136,7 +137,7 @@ public enum AttemptDecider {
             ? .attempt(.failed(error: reason, status: answer?.status, body: answer?.body, contentType: answer?.contentType))
             : .failure(reason)
         return AttemptDecision(
-            record: record, followUps: [.clearLocalProblem, .forgetBody, .dispose], counted: input.requested ? .failed : nil,
+            record: record, followUps: [.clearLocalProblem, .forgetBody, .dispose, .endServerUpload], counted: input.requested ? .failed : nil,
             log: LogEntry(.error, "giving up on the file", ["reason": reason]))
     }
 

@@ -29,7 +29,8 @@ public struct AttemptDecision: Sendable, Equatable {
         case dispose
         /// After a delivery, a file the disposer had to leave (it changed meanwhile) is queued again.
         case requeueIfLeft
-        /// Ask the server to forget the job's unfinished resumable upload (cancelled, or superseded).
+        /// Ask the server to forget the job's unfinished resumable upload (cancelled, superseded, or given up), so no
+        /// orphaned upload (S3 parts that are billed) is left behind.
         case endServerUpload
     }
 

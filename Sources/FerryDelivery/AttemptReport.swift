@@ -36,11 +36,15 @@ public struct ServerAnswer: Sendable, Equatable {
     public var during: String?
     /// Advice a sender adds to the message of a rejection.
     public var hint: String?
+    /// The protocol's own reading of the answer, which overrides the status's (S3 answers
+    /// `RequestTimeout` with a 400 and means "retry", and an `<Error>` in a 200 is no success).
+    public var verdict: AttemptVerdict?
 
     public init(
         status: Int, body: [UInt8] = [], contentType: String? = nil, retryAfter: String? = nil, during: String? = nil,
-        hint: String? = nil
+        hint: String? = nil, verdict: AttemptVerdict? = nil
     ) {
+        self.verdict = verdict
         self.status = status
         self.body = body
         self.contentType = contentType
@@ -50,14 +54,30 @@ public struct ServerAnswer: Sendable, Equatable {
     }
 
     /// An answer as a transport returns it: `Content-Type` and `Retry-After` are taken from `headers`.
-    public init(status: Int, headers: [(name: String, value: String)], body: [UInt8], during: String? = nil, hint: String? = nil) {
+    public init(
+        status: Int, headers: [(name: String, value: String)], body: [UInt8], during: String? = nil, hint: String? = nil,
+        verdict: AttemptVerdict? = nil
+    ) {
         self.init(
             status: status, body: body, contentType: HTTPHeaders.value("Content-Type", in: headers),
-            retryAfter: HTTPHeaders.value("Retry-After", in: headers), during: during, hint: hint)
+            retryAfter: HTTPHeaders.value("Retry-After", in: headers), during: during, hint: hint, verdict: verdict)
     }
 
     /// Whether the server accepted the request.
-    public var isSuccess: Bool { (200..<300).contains(status) }
+    public var isSuccess: Bool { verdict.map { $0 == .success } ?? (200..<300).contains(status) }
+
+    /// What the answer means for the job: the protocol's ``verdict`` if it gave one, else the
+    /// status's (``RetryRules``).
+    public func verdict(now: Date) -> AttemptVerdict {
+        switch verdict {
+        case .retry(nil)?:
+            return .retry(notBefore: retryAfter.flatMap { RetryRules.parseRetryAfter($0, now: now) })
+        case let verdict?:
+            return verdict
+        case nil:
+            return RetryRules.verdict(status: status, retryAfter: retryAfter, now: now)
+        }
+    }
 }
 
 /// Header look-ups on the `(name, value)` lists the transport uses.

@@ -187,12 +187,14 @@ extension JobStore {
     /// Records the job's resumable upload (tus): its URL, the offset the server confirmed, and when the
     /// server will forget it; `nil` values clear them (the upload is gone, start over). Durable on return.
     public func recordUpload(_ job: Job, _ upload: ResumableUpload?, now: Date) async throws {
-        try await write { db in
-            try db.execute(
-                sql: "UPDATE job SET upload_url = ?, upload_offset = ?, upload_expires = ?, upload_endpoint = ?, updated_at = ? WHERE seq = ?",
-                arguments: [upload?.url, upload?.offset, upload?.expires?.timeIntervalSince1970, upload?.endpointKey,
-                            now.timeIntervalSince1970, job.sequence])
-        }
+        try await write { db in try Self.storeUpload(db, job, upload, now: now) }
+    }
+
+    static func storeUpload(_ db: Database, _ job: Job, _ upload: ResumableUpload?, now: Date) throws {
+        try db.execute(
+            sql: "UPDATE job SET upload_url = ?, upload_offset = ?, upload_expires = ?, upload_endpoint = ?, updated_at = ? WHERE seq = ?",
+            arguments: [upload?.url, upload?.offset, upload?.expires?.timeIntervalSince1970, upload?.endpointKey,
+                        now.timeIntervalSince1970, job.sequence])
     }
 
     /// Records that the source file has been dealt with.

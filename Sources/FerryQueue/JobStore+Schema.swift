@@ -116,6 +116,27 @@ extension JobStore {
                 ALTER TABLE job ADD COLUMN upload_endpoint TEXT;
                 """)
         }
+        migrator.registerMigration("v6: upload parts") { db in
+            try db.execute(sql: """
+                -- S3 multipart: each part the server confirmed (its ETag and checksum), committed
+                -- when the answer arrives, so a restart sends only the parts the server lacks.
+                CREATE TABLE upload_part (
+                    job_seq INTEGER NOT NULL REFERENCES job(seq) ON DELETE CASCADE,
+                    number INTEGER NOT NULL,
+                    size INTEGER NOT NULL,
+                    etag TEXT NOT NULL,
+                    checksum TEXT,
+                    PRIMARY KEY (job_seq, number)
+                ) WITHOUT ROWID;
+                -- Parts belong to one upload: when the job's upload is forgotten or replaced (every
+                -- way the job row is written), so are they.
+                CREATE TRIGGER upload_part_forget AFTER UPDATE OF upload_url ON job
+                WHEN NEW.upload_url IS NOT OLD.upload_url
+                BEGIN
+                    DELETE FROM upload_part WHERE job_seq = NEW.seq;
+                END;
+                """)
+        }
         return migrator
     }
 }

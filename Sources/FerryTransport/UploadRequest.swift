@@ -24,6 +24,8 @@ public struct UploadRequest: Sendable {
     public var expectedSource: FileStatus?
     /// Set when the body file is still being written: bytes are sent only as they are in place.
     public var growing: GrowingBody?
+    /// A small body held in memory (an XML document), instead of a file.
+    public var bytes: [UInt8]?
 
     public init(
         url: String, method: String, headers: [(name: String, value: String)], bodyPath: String?, bodyOffset: Int64 = 0,
@@ -40,6 +42,12 @@ public struct UploadRequest: Sendable {
         self.contentType = contentType
         self.idempotencyKey = idempotencyKey
         self.expectedSource = expectedSource
+    }
+
+    /// A request whose small body is in memory; its `Content-Type` is among `headers`.
+    public init(url: String, method: String, headers: [(name: String, value: String)], body: [UInt8]) {
+        self.init(url: url, method: method, headers: headers, bodyPath: nil, contentLength: Int64(body.count), contentType: nil, idempotencyKey: nil)
+        bytes = body
     }
 
     /// A request without a body (`HEAD`, `OPTIONS`, `DELETE`, or a `POST` with an empty body).

@@ -130,7 +130,9 @@ public final class Uploader: Sendable {
             http.headers.add(name: "User-Agent", value: FerryVersion.userAgent)
         }
         guard let bodyPath = request.bodyPath else {
-            if request.method == "POST" || request.method == "PUT" || request.method == "PATCH" {
+            if let bytes = request.bytes {
+                http.body = .bytes(ByteBuffer(bytes: bytes))
+            } else if request.method == "POST" || request.method == "PUT" || request.method == "PATCH" {
                 http.body = .bytes(ByteBuffer())  // Content-Length: 0
             }
             return try await exchange(http, counter: counter, watchdog: watchdog, logger: logger)

@@ -41,6 +41,9 @@ enum JobDetailView {
         block.append("confirmed", job.confirmedBytes.map {
             "\(Format.bytes($0)) of \(Format.bytes(job.size)) (\(Format.percent($0, of: job.size))) held by the server; a retry resumes from there"
         })
+        if let confirmed = detail.partsConfirmed, let total = detail.partsTotal {
+            block.append("parts", "\(confirmed) of \(total) confirmed by the server (multipart upload); a retry sends only the others")
+        }
         block.append("last error", job.lastError)
         if let response = detail.response {
             block.append("response", response.contentType.map { "\(response.status) (\($0))" } ?? String(response.status))
@@ -97,6 +100,7 @@ enum UploadLine {
             + " (\(Format.percent(progress.bytesSent, of: progress.bytesTotal))) at \(Format.rate(progress.bytesPerSecond))"
             + ", \(progress.phase), attempt \(progress.attempt)"
             + (progress.confirmedBytes.map { ", \(Format.bytes($0)) confirmed by the server" } ?? "")
+            + (progress.partsConfirmed.flatMap { confirmed in progress.partsTotal.map { ", parts \(confirmed)/\($0)" } } ?? "")
         if interactive { text += " " + Format.progressBar(progress.bytesSent, of: progress.bytesTotal) }
         return text
     }

@@ -101,7 +101,8 @@ enum StatusView {
             table.append([
                 Format.shortened(upload.file, to: 48), upload.spool, upload.phase.rawValue,
                 "\(Format.bytes(upload.bytesSent)) / \(Format.bytes(upload.bytesTotal))",
-                Format.percent(upload.bytesSent, of: upload.bytesTotal), upload.confirmedBytes.map(Format.bytes) ?? "-",
+                Format.percent(upload.bytesSent, of: upload.bytesTotal), (upload.confirmedBytes.map(Format.bytes) ?? "-")
+                    + (upload.partsConfirmed.flatMap { confirmed in upload.partsTotal.map { " (\(confirmed)/\($0) parts)" } } ?? ""),
                 Format.rate(upload.bytesPerSecond),
                 interactive ? Format.progressBar(upload.bytesSent, of: upload.bytesTotal) : "",
             ])

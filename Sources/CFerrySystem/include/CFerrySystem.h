@@ -84,4 +84,11 @@ static inline int cferry_errno(void) { return errno; }
 /// Glibc's Swift overlay in some builds (--static-swift-stdlib), so they are used from C.
 static inline int cferry_unix_datagram_socket(void) { return socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0); }
 
+/// CRC-32C (Castagnoli) of `length` bytes continuing `crc` (0 to start): S3's x-amz-checksum-crc32c.
+/// Uses the CPU's crc32 instruction where there is one.
+uint32_t cferry_crc32c_update(uint32_t crc, const void *data, size_t length);
+
+/// The same, always by table (to test the two against each other).
+uint32_t cferry_crc32c_update_portable(uint32_t crc, const void *data, size_t length);
+
 #endif

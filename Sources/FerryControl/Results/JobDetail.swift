@@ -16,10 +16,13 @@ public struct JobDetail: Sendable, Codable {
     public var attempts: [AttemptInfo]
     /// Present while the job is being uploaded.
     public var progress: UploadProgress?
+    /// s3 multipart uploads: the parts the server has confirmed, and how many the file takes.
+    public var partsConfirmed: Int?
+    public var partsTotal: Int?
 
     enum CodingKeys: String, CodingKey {
         case job, url, location, path, disposition, response, attempts, progress
-        case heldAt = "held_at"
+        case heldAt = "held_at", partsConfirmed = "parts_confirmed", partsTotal = "parts_total"
     }
 
     public init(

@@ -18,16 +18,23 @@ public struct UploadProgress: Sendable, Codable, Hashable {
     /// tus: the bytes the server has confirmed it holds (a resumed upload continues from here).
     /// Absent for multipart and put, whose bytes count only once the server answers.
     public var confirmedBytes: Int64?
+    /// s3 multipart uploads: the parts the server has confirmed, and how many the file takes.
+    public var partsConfirmed: Int?
+    public var partsTotal: Int?
 
     enum CodingKeys: String, CodingKey {
         case job, spool, file, phase, attempt
         case bytesSent = "bytes_sent", bytesTotal = "bytes_total", bytesPerSecond = "bytes_per_second",
-             startedAt = "started_at", confirmedBytes = "confirmed_bytes"
+             startedAt = "started_at", confirmedBytes = "confirmed_bytes",
+             partsConfirmed = "parts_confirmed", partsTotal = "parts_total"
     }
 
     public init(job: String, spool: String, file: String, phase: Phase, bytesSent: Int64, bytesTotal: Int64,
-                bytesPerSecond: Double, startedAt: Date, attempt: Int, confirmedBytes: Int64? = nil) {
+                bytesPerSecond: Double, startedAt: Date, attempt: Int, confirmedBytes: Int64? = nil,
+                partsConfirmed: Int? = nil, partsTotal: Int? = nil) {
         self.confirmedBytes = confirmedBytes
+        self.partsConfirmed = partsConfirmed
+        self.partsTotal = partsTotal
         self.job = job
         self.spool = spool
         self.file = file

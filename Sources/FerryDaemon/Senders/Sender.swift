@@ -52,6 +52,9 @@ struct UploadTracker: Sendable {
 
     /// The server confirmed `offset` bytes.
     func confirmed(_ offset: Int64) { activity.confirmed(job, offset) }
+
+    /// The server confirmed `confirmed` of the upload's `total` parts (s3).
+    func parts(confirmed: Int, total: Int) { activity.parts(job, confirmed: confirmed, total: total) }
 }
 
 extension SendResult {

@@ -1,0 +1,207 @@
+import Crypto
+import FerryConfig
+import FerryDelivery
+import FerryMultipart
+import FerryQueue
+import FerryS3
+import FerrySystem
+import FerryTransport
+import Foundation
+import Logging
+import Synchronization
+
+/// `protocol = "s3"`: the file becomes an object in a bucket, signed with SigV4. Below
+/// `multipart_threshold` it is one PutObject; from there a multipart upload whose `UploadId` (as
+/// the job's ``ResumableUpload``) and confirmed parts (``UploadPart``) are committed to the queue as
+/// the server answers, so a cut connection or a kill -9 sends only the parts the server lacks. The
+/// protocol is ``S3UploadMachine`` (decisions) and ``S3Client`` (its I/O); this sender ties them to
+/// a job and its spool's settings.
+struct S3Sender: Sender {
+    let configuration: SpoolConfiguration
+    let settings: S3Settings
+    let client: S3Client
+    let store: JobStore
+    let io: BlockingIO
+
+    var signer: SigV4Signer {
+        SigV4Signer(
+            credentials: SigV4Credentials(
+                accessKeyID: settings.accessKeyID.text, secretAccessKey: settings.secretAccessKey.text,
+                sessionToken: settings.sessionToken?.text),
+            region: settings.region)
+    }
+
+    var checksum: S3ChecksumAlgorithm? {
+        switch settings.checksum {
+        case .crc32c: .crc32c
+        case .sha256: .sha256
+        case .none: nil
+        }
+    }
+
+    /// Names what an upload belongs to (a digest, as the endpoint may hold a secret): endpoint,
+    /// bucket, key template, addressing, part size and checksum. An upload made under other
+    /// settings is not continued.
+    var endpointKey: String {
+        let text = [configuration.url.text, settings.bucket, settings.key.redacted, settings.addressing.rawValue,
+                    String(settings.partSize), settings.checksum.rawValue].joined(separator: "\n")
+        return String(SHA256.hash(data: Data(text.utf8)).hex.prefix(16))
+    }
+
+    /// The time requests are signed at. Debug builds take `FERRY_S3_CLOCK_SKEW` (seconds) to test
+    /// what a wrong clock does.
+    static let clock: @Sendable () -> Date = {
+        #if DEBUG
+        if let text = ProcessInfo.processInfo.environment["FERRY_S3_CLOCK_SKEW"], let skew = TimeInterval(text) {
+            return { Date().addingTimeInterval(skew) }
+        }
+        #endif
+        return { Date() }
+    }()
+
+    func send(_ job: Job, from source: SourceFile, tracker: UploadTracker, logger: Logger) async throws -> SendResult {
+        let length = source.status.size
+        guard length <= S3Settings.maximumObjectSize else {
+            return SendResult(report: .refused("the file is larger than S3's largest object (5 TiB)"), requested: false)
+        }
+        let key = endpointKey
+        var known = job.upload.flatMap { $0.endpointKey == key ? $0 : nil }
+        if let stale = job.upload, known == nil {
+            // Made under other settings: abort it, so its parts are not left behind, and start afresh.
+            await client.abort(uploadURL: stale.url, signer: signer, clock: Self.clock, logger: logger)
+            try await store.recordUpload(job, nil, now: Date())
+        }
+        let partSize = settings.partSize(forLength: length)
+        let machineSettings = S3UploadMachine.Settings(
+            length: length, partSize: partSize, multipartThreshold: settings.multipartThreshold, endpointKey: key, checksum: checksum)
+        if length < settings.multipartThreshold { known = nil }
+        let knownParts = known == nil ? [] : try await store.uploadParts(of: job)
+        // The object's address: the recorded upload's (its key was rendered then), or from the key template.
+        let digest = DigestOnce(source: source, io: io)
+        let object: S3ObjectAddress
+        if let known, let (address, _) = S3ObjectAddress.parse(known.url) {
+            object = address
+        } else {
+            let objectKey: String
+            do {
+                objectKey = try await self.objectKey(for: job, source: source, digest: digest)
+            } catch {
+                return SendResult(report: Task.isCancelled ? .stopped : .localFailure("cannot read the file for {sha256}: \(error)"), requested: false)
+            }
+            guard let address = S3ObjectAddress(
+                endpoint: configuration.url.text, bucket: settings.bucket, key: objectKey, virtualHosted: settings.addressing == .virtual) else {
+                return SendResult(report: .refused("the endpoint is not a URL"), requested: false)
+            }
+            object = address
+        }
+        let transfer = S3Transfer(
+            object: object, signer: signer, checksum: checksum, objectHeaders: objectHeaders(for: job, source: source, digest: digest),
+            contentType: configuration.fileContentType ?? MediaType.forFilename(job.baseName), source: source, settings: machineSettings,
+            known: known, knownParts: knownParts, clock: Self.clock)
+        let total = machineSettings.partCount
+        tracker.sending(total: length, confirmed: known?.offset)
+        if length >= settings.multipartThreshold { tracker.parts(confirmed: knownParts.count, total: total) }
+        let result = try await client.send(transfer, logger: logger, record: { [store] change in
+            switch change {
+            case .upload(let upload, let parts):
+                try await store.recordUpload(job, upload, parts: parts, now: Date())
+                tracker.confirmed(upload?.offset ?? 0)
+                tracker.parts(confirmed: parts.count, total: total)
+            case .part(let part, let upload):
+                try await store.recordPart(job, part, upload: upload, now: Date())
+                tracker.confirmed(upload.offset)
+                tracker.parts(confirmed: part.number, total: total)
+            }
+        }, progress: { tracker.sent($0) })
+        var report = result.report
+        switch report {
+        case .sourceChanged(nil):
+            report = .sourceChanged(source.currentVersion)
+        case .answered(let answer) where answer.isSuccess:
+            // What a producer needs of the object: where it is and which version.
+            report = .answered(ServerAnswer(
+                status: answer.status, body: Self.objectDescription(bucket: settings.bucket, object: object, etag: result.etag, versionID: result.versionID),
+                contentType: "application/json"))
+        default:
+            break
+        }
+        return SendResult(report: report, bytesSent: result.bytesSent, progressed: result.progressed, upload: result.upload, recordsUpload: true)
+    }
+
+    /// Aborts the job's multipart upload (cancelled, superseded, given up), so no parts are left to bill.
+    func endUpload(of job: Job, logger: Logger) async {
+        guard let upload = job.upload, upload.endpointKey == endpointKey else { return }
+        await client.abort(uploadURL: upload.url, signer: signer, clock: Self.clock, logger: logger)
+    }
+
+    /// The object key: the `key` template with the file's placeholders (names as UTF-8 text).
+    func objectKey(for job: Job, source: SourceFile, digest: DigestOnce) async throws -> String {
+        let sha256 = settings.key.placeholders.contains(.sha256) ? try await digest.value() : ""
+        return Placeholders(job: job, size: source.status.size, modificationTime: source.status.modificationTime, sha256: sha256)
+            .render(settings.key, for: .text)
+    }
+
+    /// `x-amz-meta-*` from the fields (non-ASCII values RFC 2047-encoded, as AWS's SDKs do),
+    /// `x-amz-storage-class`, and the configured headers.
+    private func objectHeaders(for job: Job, source: SourceFile, digest: DigestOnce) -> @Sendable () async throws -> [(name: String, value: String)] {
+        let fields = configuration.fields
+        let headers = configuration.headers.map { (name: $0.name, value: $0.value.text) }
+        let storageClass = settings.storageClass
+        return {
+            var all: [(name: String, value: String)] = []
+            if !fields.isEmpty {
+                let sha256 = Placeholders.needsDigest(fields.map(\.value)) ? try await digest.value() : ""
+                let placeholders = Placeholders(job: job, size: source.status.size, modificationTime: source.status.modificationTime, sha256: sha256)
+                for field in fields {
+                    all.append(("x-amz-meta-" + field.name.lowercased(), Self.metadataValue(placeholders.render(field.value, for: .text))))
+                }
+            }
+            if let storageClass { all.append(("x-amz-storage-class", storageClass)) }
+            return all + headers
+        }
+    }
+
+    /// A metadata value as S3 takes it: printable ASCII as it is, anything else as an RFC 2047
+    /// encoded word (`=?UTF-8?B?…?=`).
+    static func metadataValue(_ text: String) -> String {
+        if text.unicodeScalars.allSatisfy({ $0.value >= 0x20 && $0.value < 0x7F }) { return text }
+        return "=?UTF-8?B?\(Data(text.utf8).base64EncodedString())?="
+    }
+
+    /// `{"bucket":…,"key":…,"etag":…,"version_id":…}`: kept with the job as the server's answer.
+    static func objectDescription(bucket: String, object: S3ObjectAddress, etag: String?, versionID: String?) -> [UInt8] {
+        let encodedKey = object.path.split(separator: "/", omittingEmptySubsequences: false).dropFirst().joined(separator: "/")
+        let key = encodedKey.removingPercentEncoding ?? encodedKey
+        var document: [String: String] = ["bucket": bucket, "key": key.hasPrefix(bucket + "/") ? String(key.dropFirst(bucket.count + 1)) : key,
+                                          "url": object.url]
+        if let etag { document["etag"] = etag }
+        if let versionID { document["version_id"] = versionID }
+        let data = (try? JSONSerialization.data(withJSONObject: document, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data()
+        return [UInt8](data)
+    }
+}
+
+/// The file's SHA-256 (hex), read at most once per attempt (when first asked for), off the
+/// concurrency pool.
+final class DigestOnce: Sendable {
+    private let source: SourceFile
+    private let io: BlockingIO
+    private let task = Mutex<Task<String, any Error>?>(nil)
+
+    init(source: SourceFile, io: BlockingIO) {
+        self.source = source
+        self.io = io
+    }
+
+    func value() async throws -> String {
+        let task = task.withLock { task in
+            if let task { return task }
+            let started = Task { [source, io] in
+                try await io.run { flag in try source.digest(SHA256.self, isCancelled: { flag.isCancelled }).hex }
+            }
+            task = started
+            return started
+        }
+        return try await withTaskCancellationHandler { try await task.value } onCancel: { task.cancel() }
+    }
+}

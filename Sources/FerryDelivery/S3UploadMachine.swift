@@ -1,0 +1,439 @@
+import FerryQueue
+import FerryS3
+import Foundation
+
+/// The S3 upload of one file as a pure state machine: it says which request to make next
+/// (``Action``) and is told what each got (``Response``); the I/O shell (`S3Client` in
+/// FerryTransport) signs and makes the requests, computes part checksums, parses S3's XML, and
+/// makes each recorded state durable before the next request. Tested with scripted responses.
+///
+///     smaller than multipart_threshold:  putObject ─▶ finish
+///
+///     create ─▶ record ─▶ uploadPart ─▶ recordPart ─▶ … ─▶ complete ─▶ finish(done)
+///       ▲                    ▲
+///       │   (a known upload) listParts ─▶ record (the server's parts, reconciled)
+///       │                    │
+///       └─ NoSuchUpload ─────┴─ (every part was confirmed) headObject: our object? done : create
+///
+/// Every loop the server can drive is bounded: creations, re-sent parts, listings, and requests in
+/// a row that confirm nothing new.
+public struct S3UploadMachine: Sendable {
+    /// The upload's fixed facts.
+    public struct Settings: Sendable, Equatable {
+        /// The file's length.
+        public var length: Int64
+        /// The size of every part but the last (already grown so no more than 10,000 are needed).
+        public var partSize: Int64
+        /// Files at least this long are sent as multipart uploads; smaller ones with one PutObject.
+        public var multipartThreshold: Int64
+        /// Names the endpoint, bucket, key and part layout an upload belongs to (stored with it).
+        public var endpointKey: String?
+        /// The checksum every part carries, which the object's composite checksum must match.
+        public var checksum: S3ChecksumAlgorithm?
+
+        public init(
+            length: Int64, partSize: Int64, multipartThreshold: Int64, endpointKey: String? = nil, checksum: S3ChecksumAlgorithm? = .crc32c
+        ) {
+            self.length = length
+            self.partSize = partSize
+            self.multipartThreshold = multipartThreshold
+            self.endpointKey = endpointKey
+            self.checksum = checksum
+        }
+
+        /// How many parts the file takes.
+        public var partCount: Int { length == 0 ? 1 : Int((length + partSize - 1) / partSize) }
+
+        /// The byte range of part `number` (from 1).
+        public func range(ofPart number: Int) -> Range<Int64> {
+            let start = Int64(number - 1) * partSize
+            return start..<min(start + partSize, length)
+        }
+    }
+
+    /// What the shell does next.
+    public enum Action: Sendable, Equatable {
+        /// `PUT` the whole file as the object; report with ``stored(_:)``.
+        case putObject
+        /// `POST ?uploads` (CreateMultipartUpload); report with ``created(_:)``.
+        case create
+        /// `GET` the upload (ListParts) from after part `marker`; report with ``listed(_:)``.
+        case listParts(url: String, marker: Int?)
+        /// `PUT` part `number` (the file's `offset..<offset+length`); report with ``stored(_:)``.
+        case uploadPart(url: String, number: Int, offset: Int64, length: Int64)
+        /// `POST` the upload with the parts (CompleteMultipartUpload); report with ``completed(_:)``.
+        case complete(url: String, parts: [UploadPart])
+        /// `HEAD` the object; report with ``headed(_:)``.
+        case headObject
+        /// Make this durable, then call ``recorded()``.
+        case record(Record)
+        /// The attempt is over.
+        case finish(AttemptReport)
+    }
+
+    /// A change to the upload's durable state.
+    public enum Record: Sendable, Equatable {
+        /// The upload (`nil`: none) and exactly these confirmed parts.
+        case upload(ResumableUpload?, parts: [UploadPart])
+        /// One more confirmed part, and the upload's new byte count.
+        case part(UploadPart, upload: ResumableUpload)
+    }
+
+    /// What one request got, as the shell parsed it.
+    public enum Response: Sendable, Equatable {
+        /// CreateMultipartUpload's `UploadId`, as the upload's URL (the object's URL with `?uploadId=`).
+        case uploadCreated(url: String)
+        /// A part or the whole object was stored: its ETag, and the checksum the server verified.
+        case stored(etag: String, checksum: String?)
+        /// One page of ListParts; `next`: the marker of the next page, if truncated.
+        case partsListed([UploadPart], next: Int?)
+        /// CompleteMultipartUpload (or HEAD) found the object: its ETag and checksum.
+        case object(etag: String?, checksum: String?)
+        /// HEAD found no object.
+        case noObject
+        /// An S3 error (status, code, message), including an `<Error>` inside a 200.
+        case error(S3ErrorAnswer)
+        /// No usable answer.
+        case failed(String)
+        /// The file is no longer the version being sent.
+        case sourceChanged
+        case cancelled
+    }
+
+    /// Things worth a log line that the machine noticed.
+    public enum Notice: Sendable, Equatable {
+        case created
+        case resumed(partsConfirmed: Int, partsTotal: Int)
+        case lost
+        case partRejected(number: Int, code: String)
+        case completedEarlier
+        case checksumMismatch(expected: String, got: String)
+    }
+
+    /// Multipart uploads created in one attempt before it gives up (the server keeps losing them).
+    public static let creationLimit = 3
+    /// Times one part may be refused for its checksum (BadDigest) before the attempt gives up.
+    public static let partRejectionLimit = 3
+    /// Requests in a row that confirm nothing new before the attempt ends.
+    public static let requestsWithoutProgressLimit = 16
+    /// ListParts pages read in one listing (1,000 parts a page: 10,000 parts, and margin).
+    public static let listingPageLimit = 20
+
+    private enum Phase: Sendable {
+        case ready, putting, creating, listing(found: [UploadPart], pages: Int), sending(number: Int)
+        case completing, heading, recording(then: Action), finished
+    }
+
+    public let settings: Settings
+    /// The multipart upload as it stands, and its confirmed parts by number.
+    public private(set) var upload: ResumableUpload?
+    public private(set) var parts: [Int: UploadPart]
+    /// The stored object's ETag, once the upload succeeded.
+    public private(set) var objectETag: String?
+    private var notices: [Notice] = []
+    private let initialBytes: Int64
+    private var phase = Phase.ready
+    private var creations = 0, listings = 0, requestsWithoutProgress = 0
+    private var rejections: [Int: Int] = [:]
+
+    /// `known`: the upload from an earlier attempt and its recorded parts, if any.
+    public init(settings: Settings, known: ResumableUpload?, parts: [UploadPart]) {
+        self.settings = settings
+        upload = known
+        self.parts = known == nil ? [:] : Dictionary(parts.map { ($0.number, $0) }, uniquingKeysWith: { _, last in last })
+        initialBytes = known == nil ? 0 : self.parts.values.reduce(0) { $0 + $1.size }
+    }
+
+    /// Bytes of the file the server has confirmed.
+    public var confirmedBytes: Int64 { parts.values.reduce(0) { $0 + $1.size } }
+    /// Whether the attempt confirmed more of the file than it began with.
+    public var progressed: Bool { confirmedBytes > initialBytes }
+
+    /// The notices since the last call.
+    public mutating func takeNotices() -> [Notice] {
+        defer { notices = [] }
+        return notices
+    }
+
+    // MARK: Events
+
+    public mutating func start() -> Action {
+        guard case .ready = phase else { preconditionFailure("start() called twice") }
+        if settings.length < settings.multipartThreshold {
+            phase = .putting
+            return .putObject
+        }
+        if let upload {
+            notices.append(.resumed(partsConfirmed: parts.count, partsTotal: settings.partCount))
+            return list(upload)
+        }
+        return create()
+    }
+
+    /// The answer to CreateMultipartUpload.
+    public mutating func created(_ response: Response) -> Action {
+        guard case .creating = phase else { preconditionFailure("created() outside creation") }
+        switch response {
+        case .uploadCreated(let url):
+            notices.append(.created)
+            let upload = ResumableUpload(url: url, offset: 0, endpointKey: settings.endpointKey)
+            self.upload = upload
+            parts = [:]
+            return record(.upload(upload, parts: []), then: nextPart())
+        default:
+            return finishOther(response, during: "creating the multipart upload")
+        }
+    }
+
+    /// One page of ListParts.
+    public mutating func listed(_ response: Response) -> Action {
+        guard case .listing(let found, let pages) = phase, let upload else { preconditionFailure("listed() outside a listing") }
+        switch response {
+        case .partsListed(let page, let next):
+            let all = found + page
+            if let next, pages + 1 < Self.listingPageLimit {
+                phase = .listing(found: all, pages: pages + 1)
+                return .listParts(url: upload.url, marker: next)
+            }
+            // The server's parts are the truth: a part we recorded that it does not list is sent
+            // again; a part it lists that we never recorded (its answer was lost) is kept, if its
+            // size is the one the layout gives it.
+            var reconciled: [Int: UploadPart] = [:]
+            for part in all where (1...settings.partCount).contains(part.number)
+                && part.size == Int64(settings.range(ofPart: part.number).count) {
+                var part = part
+                if part.checksum == nil, let recorded = parts[part.number], S3ETag.same(recorded.etag, part.etag) {
+                    part.checksum = recorded.checksum
+                }
+                reconciled[part.number] = part
+            }
+            parts = reconciled
+            let updated = withOffset(upload)
+            self.upload = updated
+            return record(.upload(updated, parts: parts.values.sorted { $0.number < $1.number }), then: nextPart())
+        case .error(let error) where error.code == "NoSuchUpload":
+            return uploadLost()
+        default:
+            return finishOther(response, during: "listing the parts the server has")
+        }
+    }
+
+    /// The answer to PutObject or UploadPart.
+    public mutating func stored(_ response: Response) -> Action {
+        switch phase {
+        case .putting:
+            switch response {
+            case .stored(let etag, _):
+                return succeed(etag: etag)
+            default:
+                return finishOther(response, during: "uploading the object")
+            }
+        case .sending(let number):
+            guard let upload else { preconditionFailure("a part without an upload") }
+            switch response {
+            case .stored(let etag, let checksum):
+                let part = UploadPart(number: number, size: Int64(settings.range(ofPart: number).count), etag: etag, checksum: checksum)
+                parts[number] = part
+                requestsWithoutProgress = 0
+                let updated = withOffset(upload)
+                self.upload = updated
+                return record(.part(part, upload: updated), then: nextPart())
+            case .error(let error) where error.code == "NoSuchUpload":
+                return uploadLost()
+            case .error(let error) where S3ErrorAnswer.checksumCodes.contains(error.code ?? ""):
+                rejections[number, default: 0] += 1
+                notices.append(.partRejected(number: number, code: error.code ?? ""))
+                guard rejections[number]! < Self.partRejectionLimit else {
+                    return finishOther(response, during: "uploading part \(number)")
+                }
+                return countRequest() ?? sendPart(number)
+            default:
+                return finishOther(response, during: "uploading part \(number) of \(settings.partCount)")
+            }
+        default:
+            preconditionFailure("stored() outside an upload")
+        }
+    }
+
+    /// The answer to CompleteMultipartUpload.
+    public mutating func completed(_ response: Response) -> Action {
+        guard case .completing = phase, let upload else { preconditionFailure("completed() outside completion") }
+        switch response {
+        case .object(let etag, let checksum):
+            if let checksum, let expected = expectedChecksum(for: checksum), checksum != expected {
+                notices.append(.checksumMismatch(expected: expected, got: checksum))
+                return finish(.refused("the object's checksum (\(checksum)) is not the one computed from the parts (\(expected)): the server may hold a corrupt copy; the file is kept for a new try"))
+            }
+            return succeed(etag: etag)
+        case .error(let error) where error.code == "NoSuchUpload":
+            // Completed by an earlier request whose answer was lost, or forgotten: HEAD tells.
+            phase = .heading
+            return .headObject
+        case .error(let error) where error.code == "InvalidPart" || error.code == "InvalidPartOrder":
+            if let action = countRequest() { return action }
+            return list(upload)
+        default:
+            return finishOther(response, during: "completing the multipart upload")
+        }
+    }
+
+    /// The answer to HEAD on the object, asked when the upload vanished after every part was confirmed.
+    public mutating func headed(_ response: Response) -> Action {
+        guard case .heading = phase else { preconditionFailure("headed() outside a check") }
+        switch response {
+        case .object(let etag, _):
+            let expected = S3ETag.expected(fromPartETags: parts.values.sorted { $0.number < $1.number }.map(\.etag))
+            if let etag, let expected, S3ETag.same(etag, expected) {
+                notices.append(.completedEarlier)
+                return succeed(etag: etag)
+            }
+            notices.append(.lost)
+            return startOver()
+        case .noObject:
+            notices.append(.lost)
+            return startOver()
+        default:
+            return finishOther(response, during: "checking whether the object was completed")
+        }
+    }
+
+    /// The recorded state is durable.
+    public mutating func recorded() -> Action {
+        guard case .recording(let next) = phase else { preconditionFailure("recorded() outside recording") }
+        return proceed(to: next)
+    }
+
+    /// Ends the attempt: a shutdown, or an operator's hold or cancel.
+    public mutating func cancel() -> Action { finish(.stopped) }
+
+    // MARK: Steps
+
+    private mutating func create() -> Action {
+        creations += 1
+        guard creations <= Self.creationLimit else {
+            return finish(.noAnswer("the server lost the multipart upload \(Self.creationLimit) times in one attempt"))
+        }
+        phase = .creating
+        return .create
+    }
+
+    private mutating func list(_ upload: ResumableUpload) -> Action {
+        listings += 1
+        guard listings <= Self.creationLimit + 1 else {
+            return finish(.noAnswer("the server kept refusing the parts it listed"))
+        }
+        phase = .listing(found: [], pages: 0)
+        return .listParts(url: upload.url, marker: nil)
+    }
+
+    private mutating func uploadLost() -> Action {
+        let allConfirmed = (1...settings.partCount).allSatisfy { parts[$0] != nil }
+        if allConfirmed {
+            phase = .heading
+            return .headObject
+        }
+        notices.append(.lost)
+        return startOver()
+    }
+
+    private mutating func startOver() -> Action {
+        upload = nil
+        parts = [:]
+        let next = create()
+        guard case .create = next else { return next }
+        phase = .recording(then: .create)
+        return .record(.upload(nil, parts: []))
+    }
+
+    /// The first part the server does not have, or completion.
+    private func nextPart() -> Action {
+        guard let upload else { return .create }
+        for number in 1...settings.partCount where parts[number] == nil {
+            let range = settings.range(ofPart: number)
+            return .uploadPart(url: upload.url, number: number, offset: range.lowerBound, length: Int64(range.count))
+        }
+        return .complete(url: upload.url, parts: parts.values.sorted { $0.number < $1.number })
+    }
+
+    private mutating func sendPart(_ number: Int) -> Action {
+        guard let upload else { return create() }
+        let range = settings.range(ofPart: number)
+        phase = .sending(number: number)
+        return .uploadPart(url: upload.url, number: number, offset: range.lowerBound, length: Int64(range.count))
+    }
+
+    private mutating func record(_ change: Record, then next: Action) -> Action {
+        phase = .recording(then: next)
+        return .record(change)
+    }
+
+    private mutating func proceed(to next: Action) -> Action {
+        switch next {
+        case .create:
+            phase = .creating
+            return .create
+        case .uploadPart(_, let number, _, _):
+            if let action = countRequest() { return action }
+            return sendPart(number)
+        case .complete:
+            if let action = countRequest() { return action }
+            phase = .completing
+            return next
+        default:
+            return next
+        }
+    }
+
+    /// Counts a request that may not confirm anything new; ends the attempt past the limit.
+    private mutating func countRequest() -> Action? {
+        requestsWithoutProgress += 1
+        guard requestsWithoutProgress <= Self.requestsWithoutProgressLimit else {
+            return finish(.noAnswer("\(Self.requestsWithoutProgressLimit) requests in a row confirmed no new part"))
+        }
+        return nil
+    }
+
+    private func withOffset(_ upload: ResumableUpload) -> ResumableUpload {
+        var updated = upload
+        updated.offset = confirmedBytes
+        return updated
+    }
+
+    /// The composite checksum of the recorded parts (`<checksum of the checksums>-<parts>`), to
+    /// compare with the object's `got`: `nil` when a part has none, or `got` is a full-object
+    /// checksum (no `-N`), which the parts' checksums cannot give.
+    private func expectedChecksum(for got: String) -> String? {
+        guard let algorithm = settings.checksum, got.contains("-") else { return nil }
+        let ordered = parts.values.sorted { $0.number < $1.number }
+        let checksums = ordered.compactMap(\.checksum)
+        guard checksums.count == ordered.count, !checksums.isEmpty else { return nil }
+        return algorithm.composite(ofParts: checksums)
+    }
+
+    private mutating func finishOther(_ response: Response, during: String) -> Action {
+        switch response {
+        case .error(let error):
+            return finish(.answered(error.answer(during: during)))
+        case .failed(let message):
+            return finish(.noAnswer(message))
+        case .sourceChanged:
+            return finish(.sourceChanged(nil))
+        case .cancelled:
+            return finish(.stopped)
+        case .uploadCreated, .stored, .partsListed, .object, .noObject:
+            return finish(.noAnswer("the server's answer did not fit the request (\(during))"))
+        }
+    }
+
+    /// The object is in the bucket: S3 answered 200 (the shell keeps the object's details).
+    private mutating func succeed(etag: String?) -> Action {
+        objectETag = etag
+        upload = nil
+        return finish(.answered(ServerAnswer(status: 200)))
+    }
+
+    private mutating func finish(_ report: AttemptReport) -> Action {
+        phase = .finished
+        return .finish(report)
+    }
+}

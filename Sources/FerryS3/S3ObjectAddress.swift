@@ -1,0 +1,62 @@
+import Foundation
+
+/// Where an object lives and how requests name it: the URL, the `Host` header and the path as
+/// signed. Path-style puts the bucket in the path (`http://127.0.0.1:9000/bucket/key`),
+/// virtual-hosted style in the host (`https://bucket.s3.eu-west-1.amazonaws.com/key`). The key is
+/// percent-encoded once, `/` kept, exactly as it is sent and signed.
+public struct S3ObjectAddress: Sendable, Equatable {
+    /// `http` or `https`.
+    public var scheme: String
+    /// The `Host` header: the host, and the port when it is not the scheme's default.
+    public var host: String
+    /// The object's path, encoded (`/bucket/dir/a%20b.jpg`).
+    public var path: String
+
+    /// The object `key` in `bucket` at `endpoint` (`https://s3.eu-west-1.amazonaws.com`, with an
+    /// optional path prefix for servers mounted under one); `nil` if the endpoint is not a URL.
+    public init?(endpoint: String, bucket: String, key: String, virtualHosted: Bool) {
+        guard let components = URLComponents(string: endpoint), let scheme = components.scheme?.lowercased(),
+              let host = components.host, !host.isEmpty else { return nil }
+        self.scheme = scheme
+        let defaultPort = scheme == "https" ? 443 : 80
+        let port = components.port.flatMap { $0 == defaultPort ? nil : ":\($0)" } ?? ""
+        let hostText = host.contains(":") && !host.hasPrefix("[") ? "[\(host)]" : host
+        var base = components.percentEncodedPath
+        while base.hasSuffix("/") { base.removeLast() }
+        let encodedKey = SigV4Signer.encode(key, keepingSlashes: true)
+        if virtualHosted {
+            self.host = "\(bucket).\(hostText)\(port)"
+            path = "\(base)/\(encodedKey)"
+        } else {
+            self.host = "\(hostText)\(port)"
+            path = "\(base)/\(SigV4Signer.encode(bucket))/\(encodedKey)"
+        }
+    }
+
+    init(scheme: String, host: String, path: String) {
+        self.scheme = scheme
+        self.host = host
+        self.path = path
+    }
+
+    /// The bucket's root (for requests on the bucket itself).
+    public var url: String { "\(scheme)://\(host)\(path)" }
+
+    /// The URL with a query (`uploads`, `partNumber=1&uploadId=…`).
+    public func url(query: String) -> String { query.isEmpty ? url : "\(url)?\(query)" }
+
+    /// A multipart upload's URL: the object's, with `?uploadId=`.
+    public func uploadURL(uploadID: String) -> String { url(query: "uploadId=" + SigV4Signer.encode(uploadID)) }
+
+    /// Splits a URL this type made back into its address and query.
+    public static func parse(_ url: String) -> (address: S3ObjectAddress, query: String)? {
+        guard let schemeEnd = url.range(of: "://") else { return nil }
+        let scheme = String(url[..<schemeEnd.lowerBound])
+        let rest = url[schemeEnd.upperBound...]
+        guard let slash = rest.firstIndex(of: "/") else { return nil }
+        let host = String(rest[..<slash])
+        let pathAndQuery = rest[slash...]
+        let parts = pathAndQuery.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false)
+        return (S3ObjectAddress(scheme: scheme, host: host, path: String(parts[0])), parts.count > 1 ? String(parts[1]) : "")
+    }
+}

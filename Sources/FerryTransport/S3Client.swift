@@ -1,0 +1,360 @@
+import Crypto
+import FerryDelivery
+import FerryQueue
+import FerryS3
+import FerrySystem
+import Foundation
+import Logging
+import NIOPosix
+
+/// One file to deliver to S3: where the object goes, how requests are signed, the file, and what
+/// is known of an earlier attempt's multipart upload.
+public struct S3Transfer: Sendable {
+    /// The object's address (URL, `Host`, signed path).
+    public var object: S3ObjectAddress
+    public var signer: SigV4Signer
+    /// The checksum sent with every part and the object; `nil`: none.
+    public var checksum: S3ChecksumAlgorithm?
+    /// Headers of the object (`x-amz-meta-*`, `x-amz-storage-class`, configured ones): sent, and
+    /// signed, on PutObject and CreateMultipartUpload. Asked for only when needed (a `{sha256}`
+    /// in a field reads the whole file).
+    public var objectHeaders: @Sendable () async throws -> [(name: String, value: String)]
+    public var contentType: String
+    /// The file, opened safely: every body is read through its descriptor and checked against its version.
+    public var source: SourceFile
+    public var settings: S3UploadMachine.Settings
+    /// The upload of an earlier attempt and its recorded parts.
+    public var known: ResumableUpload?
+    public var knownParts: [UploadPart]
+    /// The time requests are signed at (tests skew it).
+    public var clock: @Sendable () -> Date
+
+    public init(
+        object: S3ObjectAddress, signer: SigV4Signer, checksum: S3ChecksumAlgorithm?,
+        objectHeaders: @escaping @Sendable () async throws -> [(name: String, value: String)], contentType: String, source: SourceFile,
+        settings: S3UploadMachine.Settings, known: ResumableUpload?, knownParts: [UploadPart], clock: @escaping @Sendable () -> Date
+    ) {
+        self.object = object
+        self.signer = signer
+        self.checksum = checksum
+        self.objectHeaders = objectHeaders
+        self.contentType = contentType
+        self.source = source
+        self.settings = settings
+        self.known = known
+        self.knownParts = knownParts
+        self.clock = clock
+    }
+}
+
+/// How an S3 transfer ended.
+public struct S3TransferResult: Sendable {
+    public var report: AttemptReport
+    public var bytesSent: Int64
+    /// The multipart upload as it stands (already recorded); `nil` once the object is complete.
+    public var upload: ResumableUpload?
+    public var progressed: Bool
+    /// The stored object's ETag and version, on success.
+    public var etag: String?
+    public var versionID: String?
+}
+
+/// An S3 client for one object at a time: PutObject, and multipart uploads (Create, UploadPart,
+/// ListParts, Complete, Abort), signed with SigV4 and sent on an ``Uploader``'s connections (part
+/// bodies straight from the spool file: `sendfile(2)` over plain HTTP, 64 KiB chunks over TLS).
+/// It is the I/O shell around ``S3UploadMachine``: it makes the requests the machine asks for,
+/// parses S3's answers for it, and hands every state to record to `record` (which must make it
+/// durable) before the next request.
+public final class S3Client: Sendable {
+    let uploader: Uploader
+
+    public init(uploader: Uploader) { self.uploader = uploader }
+
+    /// ListParts page size: 100 parts fit the 64 KiB of an answer that is kept.
+    static let partsPerPage = 100
+
+    public func send(
+        _ transfer: S3Transfer, logger: Logger,
+        record: @escaping @Sendable (S3UploadMachine.Record) async throws -> Void,
+        progress: @escaping @Sendable (Int64) -> Void
+    ) async throws -> S3TransferResult {
+        var machine = S3UploadMachine(settings: transfer.settings, known: transfer.known, parts: transfer.knownParts)
+        var action = machine.start()
+        var bytesSent: Int64 = 0
+        var versionID: String?
+        while true {
+            if Task.isCancelled, !action.isFinish { action = machine.cancel() }
+            switch action {
+            case .finish(let report):
+                return S3TransferResult(
+                    report: report, bytesSent: bytesSent, upload: machine.upload, progressed: machine.progressed,
+                    etag: machine.objectETag, versionID: versionID)
+            case .putObject:
+                let (response, sent, version) = await putObject(transfer, logger: logger, progress: progress)
+                bytesSent += sent
+                versionID = version
+                action = machine.stored(response)
+            case .create:
+                action = machine.created(await create(transfer, logger: logger))
+            case .listParts(let url, let marker):
+                action = machine.listed(await listParts(transfer, url: url, marker: marker, logger: logger))
+            case .uploadPart(let url, let number, let offset, let length):
+                let (response, sent) = await uploadPart(transfer, url: url, number: number, range: offset..<(offset + length),
+                                                        logger: logger, progress: progress)
+                bytesSent += sent
+                action = machine.stored(response)
+            case .complete(let url, let parts):
+                let (response, version) = await complete(transfer, url: url, parts: parts, logger: logger)
+                versionID = version
+                action = machine.completed(response)
+            case .headObject:
+                action = machine.headed(await head(transfer, logger: logger))
+            case .record(let change):
+                try await record(change)
+                action = machine.recorded()
+            }
+            for notice in machine.takeNotices() { Self.log(notice, to: logger) }
+        }
+    }
+
+    // MARK: Requests
+
+    private func putObject(
+        _ transfer: S3Transfer, logger: Logger, progress: @escaping @Sendable (Int64) -> Void
+    ) async -> (S3UploadMachine.Response, Int64, String?) {
+        var headers: [(name: String, value: String)]
+        do {
+            headers = try await transfer.objectHeaders()
+        } catch {
+            return (Task.isCancelled ? .cancelled : .failed("cannot read the file for its metadata: \(error)"), 0, nil)
+        }
+        let length = transfer.source.status.size
+        var payloadHash = SigV4Signer.unsignedPayload
+        if let algorithm = transfer.checksum {
+            switch await checksum(transfer.source, 0..<length, algorithm) {
+            case .success(let value):
+                headers.append((algorithm.headerName, value.checksum))
+                if let sha256 = value.sha256Hex { payloadHash = sha256 }
+            case .failure(let failure): return (failure.response, 0, nil)
+            }
+        }
+        headers.append(("Content-Type", transfer.contentType))
+        let result = await send(
+            transfer, method: "PUT", url: transfer.object.url, headers: headers, payloadHash: payloadHash,
+            body: (0..<length), logger: logger, progress: progress)
+        let version = result.headers.flatMap { HTTPHeaders.value("x-amz-version-id", in: $0) }
+        return (Self.stored(result, checksum: transfer.checksum), result.bytesSent, version)
+    }
+
+    private func create(_ transfer: S3Transfer, logger: Logger) async -> S3UploadMachine.Response {
+        var headers: [(name: String, value: String)]
+        do {
+            headers = try await transfer.objectHeaders()
+        } catch {
+            return Task.isCancelled ? .cancelled : .failed("cannot read the file for its metadata: \(error)")
+        }
+        if let algorithm = transfer.checksum { headers.append(("x-amz-checksum-algorithm", algorithm.algorithmName)) }
+        headers.append(("Content-Type", transfer.contentType))
+        let result = await send(transfer, method: "POST", url: transfer.object.url(query: "uploads"), headers: headers, logger: logger)
+        guard case .answer(let status, _, let body) = result.outcome, (200..<300).contains(status) else { return Self.other(result) }
+        guard let document = S3Document(body), document.error == nil, let id = document.uploadID else { return Self.other(result) }
+        return .uploadCreated(url: transfer.object.uploadURL(uploadID: id))
+    }
+
+    private func listParts(_ transfer: S3Transfer, url: String, marker: Int?, logger: Logger) async -> S3UploadMachine.Response {
+        var query = "max-parts=\(Self.partsPerPage)"
+        if let marker { query += "&part-number-marker=\(marker)" }
+        let result = await send(transfer, method: "GET", url: url + "&" + query, headers: [], logger: logger)
+        guard case .answer(let status, _, let body) = result.outcome, (200..<300).contains(status),
+              let document = S3Document(body), document.error == nil,
+              let (listed, next) = document.listedParts(checksum: transfer.checksum) else { return Self.other(result) }
+        return .partsListed(listed.map { UploadPart(number: $0.number, size: $0.size, etag: $0.etag, checksum: $0.checksum) }, next: next)
+    }
+
+    private func uploadPart(
+        _ transfer: S3Transfer, url: String, number: Int, range: Range<Int64>, logger: Logger,
+        progress: @escaping @Sendable (Int64) -> Void
+    ) async -> (S3UploadMachine.Response, Int64) {
+        var headers: [(name: String, value: String)] = []
+        var payloadHash = SigV4Signer.unsignedPayload
+        if let algorithm = transfer.checksum {
+            switch await checksum(transfer.source, range, algorithm) {
+            case .success(let value):
+                headers.append((algorithm.headerName, value.checksum))
+                if let sha256 = value.sha256Hex { payloadHash = sha256 }
+            case .failure(let failure): return (failure.response, 0)
+            }
+        }
+        let result = await send(
+            transfer, method: "PUT", url: url + "&partNumber=\(number)", headers: headers, payloadHash: payloadHash, body: range,
+            logger: logger, progress: { progress(range.lowerBound + $0) })
+        return (Self.stored(result, checksum: transfer.checksum), result.bytesSent)
+    }
+
+    private func complete(_ transfer: S3Transfer, url: String, parts: [UploadPart], logger: Logger) async -> (S3UploadMachine.Response, String?) {
+        let body = S3Document.completion(parts.map { ($0.number, $0.etag, $0.checksum) }, checksum: transfer.checksum)
+        let result = await send(transfer, method: "POST", url: url, headers: [("Content-Type", "application/xml")], xml: body, logger: logger)
+        let version = result.headers.flatMap { HTTPHeaders.value("x-amz-version-id", in: $0) }
+        guard case .answer(let status, _, let answer) = result.outcome, (200..<300).contains(status),
+              let document = S3Document(answer), document.error == nil,
+              let object = document.completedObject(checksum: transfer.checksum) else { return (Self.other(result), version) }
+        return (.object(etag: object.etag, checksum: object.checksum), version)
+    }
+
+    private func head(_ transfer: S3Transfer, logger: Logger) async -> S3UploadMachine.Response {
+        let result = await send(transfer, method: "HEAD", url: transfer.object.url, headers: [], logger: logger)
+        switch result.outcome {
+        case .answer(let status, let headers, _) where (200..<300).contains(status):
+            return .object(etag: HTTPHeaders.value("ETag", in: headers), checksum: nil)
+        case .answer(404, _, _):
+            return .noObject
+        default:
+            return Self.other(result)
+        }
+    }
+
+    /// Aborts a multipart upload (best-effort): the server drops its parts, so none are billed.
+    public func abort(uploadURL: String, signer: SigV4Signer, clock: @Sendable () -> Date, logger: Logger) async {
+        guard let (address, query) = S3ObjectAddress.parse(uploadURL) else { return }
+        let headers = signer.signedHeaders(
+            method: "DELETE", path: address.path, query: query, headers: [("Host", address.host)],
+            payloadHash: SigV4Signer.emptyPayloadHash, at: clock())
+        switch await uploader.send(.bodiless(url: uploadURL, method: "DELETE", headers: headers), logger: logger) {
+        case .response(let status, _, _, _) where (200..<300).contains(status) || status == 404:
+            logger.info("the multipart upload was aborted; the server dropped its parts", metadata: ["status": "\(status)"])
+        case .response(let status, _, let body, _):
+            let code = S3Document(body)?.error?.code ?? "-"
+            logger.warning("the server did not abort the multipart upload; its parts may remain until a lifecycle rule removes them",
+                           metadata: ["status": "\(status)", "code": "\(code)"])
+        case .failed(let failure, _):
+            logger.warning("could not abort the multipart upload; its parts may remain until a lifecycle rule removes them",
+                           metadata: ["error": "\(failure)"])
+        case .cancelled:
+            break
+        }
+    }
+
+    // MARK: Sending and reading answers
+
+    /// One request's outcome.
+    struct Exchange {
+        enum Outcome {
+            case answer(status: Int, headers: [(name: String, value: String)], body: [UInt8])
+            case failed(String)
+            case sourceChanged
+            case cancelled
+        }
+        var outcome: Outcome
+        var bytesSent: Int64
+
+        var headers: [(name: String, value: String)]? {
+            if case .answer(_, let headers, _) = outcome { return headers }
+            return nil
+        }
+    }
+
+    /// Signs and sends a request; the body is a range of the source file, or a small XML document.
+    private func send(
+        _ transfer: S3Transfer, method: String, url: String, headers: [(name: String, value: String)],
+        payloadHash: String? = nil, body: Range<Int64>? = nil, xml: [UInt8]? = nil, logger: Logger,
+        progress: @escaping @Sendable (Int64) -> Void = { _ in }
+    ) async -> Exchange {
+        guard let (address, query) = S3ObjectAddress.parse(url) else { return Exchange(outcome: .failed("not an S3 URL"), bytesSent: 0) }
+        let hash = payloadHash ?? xml.map { SHA256.hash(data: $0).hex } ?? SigV4Signer.emptyPayloadHash
+        let signed = transfer.signer.signedHeaders(
+            method: method, path: address.path, query: query, headers: [("Host", address.host)] + headers, payloadHash: hash,
+            at: transfer.clock())
+        let request: UploadRequest
+        if let body {
+            let contentType = HTTPHeaders.value("Content-Type", in: signed)
+            request = UploadRequest(
+                url: url, method: method, headers: signed.filter { $0.name.lowercased() != "content-type" }, bodyPath: transfer.source.procPath,
+                bodyOffset: body.lowerBound, contentLength: Int64(body.count), contentType: contentType ?? "application/octet-stream",
+                idempotencyKey: nil, expectedSource: transfer.source.status)
+        } else if let xml {
+            request = UploadRequest(url: url, method: method, headers: signed, body: xml)
+        } else {
+            request = .bodiless(url: url, method: method, headers: signed)
+        }
+        switch await uploader.send(request, logger: logger, progress: progress) {
+        case .response(let status, let headers, let body, let sent):
+            return Exchange(outcome: .answer(status: status, headers: headers, body: body), bytesSent: sent)
+        case .failed(let failure, let sent) where failure.kind == .sourceChanged:
+            return Exchange(outcome: .sourceChanged, bytesSent: sent)
+        case .failed(let failure, let sent):
+            return Exchange(outcome: .failed(failure.message), bytesSent: sent)
+        case .cancelled(let sent):
+            return Exchange(outcome: .cancelled, bytesSent: sent)
+        }
+    }
+
+    /// PutObject's or UploadPart's answer: the ETag (and the checksum the server verified).
+    static func stored(_ exchange: Exchange, checksum: S3ChecksumAlgorithm?) -> S3UploadMachine.Response {
+        guard case .answer(let status, let headers, let body) = exchange.outcome, (200..<300).contains(status),
+              S3Document(body)?.error == nil, let etag = HTTPHeaders.value("ETag", in: headers) else { return other(exchange) }
+        return .stored(etag: etag, checksum: checksum.flatMap { HTTPHeaders.value($0.headerName, in: headers) })
+    }
+
+    /// Any other answer: an error (with S3's code, also inside a 2xx), or no answer.
+    static func other(_ exchange: Exchange) -> S3UploadMachine.Response {
+        switch exchange.outcome {
+        case .answer(let status, let headers, let body):
+            let error = S3Document(body)?.error
+            return .error(S3ErrorAnswer(
+                status: status, code: error?.code ?? (status == 404 && body.isEmpty ? "NotFound" : nil), message: error?.message,
+                body: body, contentType: HTTPHeaders.value("Content-Type", in: headers), retryAfter: HTTPHeaders.value("Retry-After", in: headers)))
+        case .failed(let message): return .failed(message)
+        case .sourceChanged: return .sourceChanged
+        case .cancelled: return .cancelled
+        }
+    }
+
+    // MARK: Checksums
+
+    struct ChecksumFailure: Error {
+        var response: S3UploadMachine.Response
+    }
+
+    /// A range's checksum (base64) and, for SHA-256, its hex form (then also the signed payload hash).
+    private func checksum(
+        _ source: SourceFile, _ range: Range<Int64>, _ algorithm: S3ChecksumAlgorithm
+    ) async -> Result<(checksum: String, sha256Hex: String?), ChecksumFailure> {
+        do {
+            return .success(try await NIOThreadPool.singleton.runIfActive {
+                guard source.isUnchanged else { throw SourceReadError.changed }
+                switch algorithm {
+                case .crc32c:
+                    return (try source.digest(CRC32C.self, of: range).base64, nil)
+                case .sha256:
+                    let digest = try source.digest(SHA256.self, of: range)
+                    return (Data(digest).base64EncodedString(), digest.hex)
+                }
+            })
+        } catch SourceReadError.changed {
+            return .failure(ChecksumFailure(response: .sourceChanged))
+        } catch {
+            return .failure(ChecksumFailure(response: .failed("cannot read the file for its checksum: \(error)")))
+        }
+    }
+
+    static func log(_ notice: S3UploadMachine.Notice, to logger: Logger) {
+        switch notice {
+        case .created: logger.debug("multipart upload created")
+        case .resumed(let confirmed, let total):
+            logger.info("resuming the multipart upload", metadata: ["parts_recorded": "\(confirmed)", "parts_total": "\(total)"])
+        case .lost: logger.notice("the server no longer has the multipart upload; starting a new one")
+        case .partRejected(let number, let code):
+            logger.warning("the server refused a part's checksum; sending it again", metadata: ["part": "\(number)", "code": "\(code)"])
+        case .completedEarlier: logger.info("the object was completed by an earlier request whose answer was lost")
+        case .checksumMismatch(let expected, let got):
+            logger.error("the object's checksum does not match its parts'", metadata: ["expected": "\(expected)", "got": "\(got)"])
+        }
+    }
+}
+
+extension S3UploadMachine.Action {
+    var isFinish: Bool {
+        if case .finish = self { return true }
+        return false
+    }
+}
