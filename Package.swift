@@ -220,7 +220,7 @@ let package = Package(
         ),
         .testTarget(
             name: "FerryDeliveryTests",
-            dependencies: ["FerryDelivery", "FerryQueue", "FerryConfig"]
+            dependencies: ["FerryDelivery", "FerryQueue", "FerryConfig", "FerryS3"]
         ),
         .testTarget(
             name: "FerryS3Tests",

@@ -37,7 +37,7 @@ public enum AttemptDecider {
             return localFailure(reason, input, random: &random)
         case .sourceGone(let reason):
             return AttemptDecision(
-                record: .failure(reason), followUps: [.clearLocalProblem, .forgetBody, .dispose], counted: nil,
+                record: .failure(reason), followUps: [.clearLocalProblem, .forgetBody, .dispose, .endServerUpload], counted: nil,
                 log: LogEntry(.warning, "cannot upload the file", ["reason": reason]))
         case .sourceChanged(let identity):
             return changed(to: identity ?? input.job.identity, input)

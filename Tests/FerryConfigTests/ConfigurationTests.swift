@@ -552,7 +552,7 @@ struct TemplateTests {
     @Test("Protocol options that do not fit are errors that say why")
     func protocolMistakes() {
         #expect(issues(minimalSpool + "\nprotocol = \"ftp\"").map(\.description) == [
-            "/etc/ferry/ferry.toml:5: spool[0].protocol: protocol must be \"multipart\", \"put\" or \"tus\", not \"ftp\"",
+            "/etc/ferry/ferry.toml:5: spool[0].protocol: protocol must be \"multipart\", \"put\", \"tus\" or \"s3\", not \"ftp\"",
         ])
         #expect(issues(minimalSpool + "\nchunk_size = \"8MiB\"").map(\.description) == [
             "/etc/ferry/ferry.toml:5: spool[0].chunk_size: chunk_size applies only to protocol \"tus\"",

@@ -65,7 +65,8 @@ func httpDate(_ date: Date) -> String {
     return formatter.string(from: date)
 }
 
-let removes: [AttemptDecision.FollowUp] = [.clearLocalProblem, .forgetBody, .dispose]
+/// A job that fails for good: its file goes aside and its server-side upload (tus, S3 parts) is ended.
+let removes: [AttemptDecision.FollowUp] = [.clearLocalProblem, .forgetBody, .dispose, .endServerUpload]
 let fiveAttempts = RetryPolicy(initialDelay: .seconds(1), maxDelay: .seconds(300), maxAttempts: 3, maxAge: .seconds(86_400))
 
 let decisionTable: [DecisionRow] = [

@@ -1,0 +1,293 @@
+import FerryConfig
+import FerryDelivery
+import FerryQueue
+import FerryS3
+import Foundation
+import Testing
+
+/// The S3 upload machine, driven by scripted answers: no network, no files.
+@Suite("S3 upload machine")
+struct S3UploadMachineTests {
+    static let mib: Int64 = 1 << 20
+    static let url = "http://s3.test/b/k?uploadId=U1"
+
+    /// Three parts of 5 MiB, 5 MiB and 2 MiB, CRC32C checksums.
+    static let threeParts = S3UploadMachine.Settings(length: 12 * mib, partSize: 5 * mib, multipartThreshold: 5 * mib, endpointKey: "E")
+
+    static func part(_ number: Int, size: Int64 = 5 * mib, etag: String? = nil, checksum: String? = "AAAAAA==") -> UploadPart {
+        UploadPart(number: number, size: size, etag: etag ?? "\"\(String(repeating: String(number), count: 32))\"", checksum: checksum)
+    }
+
+    /// Drives the machine: each action is answered by `answer` (records are acknowledged); returns
+    /// the actions in order and the machine.
+    static func run(
+        _ settings: S3UploadMachine.Settings, known: ResumableUpload? = nil, parts: [UploadPart] = [],
+        answer: (S3UploadMachine.Action, Int) -> S3UploadMachine.Response
+    ) -> (actions: [S3UploadMachine.Action], machine: S3UploadMachine) {
+        var machine = S3UploadMachine(settings: settings, known: known, parts: parts)
+        var actions: [S3UploadMachine.Action] = []
+        var action = machine.start()
+        var step = 0
+        while true {
+            actions.append(action)
+            step += 1
+            precondition(step < 200, "the machine did not finish")
+            switch action {
+            case .finish: return (actions, machine)
+            case .record: action = machine.recorded()
+            case .putObject, .uploadPart: action = machine.stored(answer(action, step))
+            case .create: action = machine.created(answer(action, step))
+            case .listParts: action = machine.listed(answer(action, step))
+            case .complete: action = machine.completed(answer(action, step))
+            case .headObject: action = machine.headed(answer(action, step))
+            }
+        }
+    }
+
+    /// The requests among the actions, as short names (`create`, `part 1`, `list`, `complete`, …).
+    static func requests(_ actions: [S3UploadMachine.Action]) -> [String] {
+        actions.compactMap {
+            switch $0 {
+            case .putObject: "put"
+            case .create: "create"
+            case .listParts(_, let marker): marker.map { "list after \($0)" } ?? "list"
+            case .uploadPart(_, let number, _, _): "part \(number)"
+            case .complete(_, let parts): "complete \(parts.map(\.number))"
+            case .headObject: "head"
+            case .record(.upload(nil, _)): "forget"
+            case .record: nil
+            case .finish: nil
+            }
+        }
+    }
+
+    static func report(_ actions: [S3UploadMachine.Action]) -> AttemptReport? {
+        if case .finish(let report) = actions.last { return report }
+        return nil
+    }
+
+    static func s3Error(_ status: Int, _ code: String) -> S3UploadMachine.Response {
+        .error(S3ErrorAnswer(status: status, code: code, message: "\(code) happened"))
+    }
+
+    /// A server that stores every part and completes.
+    static func happy(_ action: S3UploadMachine.Action, _ step: Int) -> S3UploadMachine.Response {
+        switch action {
+        case .create: .uploadCreated(url: url)
+        case .uploadPart(_, let number, _, _): .stored(etag: "\"\(String(repeating: String(number), count: 32))\"", checksum: "AAAAAA==")
+        case .putObject: .stored(etag: "\"e\"", checksum: nil)
+        case .complete: .object(etag: "\"x-3\"", checksum: nil)
+        default: .failed("unexpected")
+        }
+    }
+
+    @Test("a file below multipart_threshold is one PutObject")
+    func smallFile() {
+        let (actions, machine) = Self.run(.init(length: 1000, partSize: 5 * Self.mib, multipartThreshold: 5 * Self.mib), answer: Self.happy)
+        #expect(Self.requests(actions) == ["put"])
+        #expect(Self.report(actions) == .answered(ServerAnswer(status: 200)))
+        #expect(machine.objectETag == "\"e\"")
+    }
+
+    @Test("a new multipart upload: the upload recorded before the first part, each part recorded, then completion")
+    func newUpload() {
+        let (actions, machine) = Self.run(Self.threeParts, answer: Self.happy)
+        #expect(Self.requests(actions) == ["create", "part 1", "part 2", "part 3", "complete [1, 2, 3]"])
+        #expect(actions[1] == .record(.upload(ResumableUpload(url: Self.url, offset: 0, endpointKey: "E"), parts: [])))
+        #expect(actions[3] == .record(.part(Self.part(1), upload: ResumableUpload(url: Self.url, offset: 5 * Self.mib, endpointKey: "E"))))
+        guard case .uploadPart(_, 3, let offset, let length) = actions[6] else { Issue.record("part 3 expected, got \(actions[6])"); return }
+        #expect(offset == 10 * Self.mib && length == 2 * Self.mib)
+        #expect(Self.report(actions) == .answered(ServerAnswer(status: 200)))
+        #expect(machine.upload == nil, "a completed upload is forgotten")
+        #expect(machine.progressed)
+    }
+
+    @Test("a resumed upload sends only the parts the server does not list")
+    func resume() {
+        let known = ResumableUpload(url: Self.url, offset: 5 * Self.mib, endpointKey: "E")
+        let (actions, _) = Self.run(Self.threeParts, known: known, parts: [Self.part(1)]) { action, step in
+            switch action {
+            // Part 2 arrived before the crash, but its answer was lost: the server lists it.
+            case .listParts: .partsListed([Self.part(1, checksum: nil), Self.part(2)], next: nil)
+            default: Self.happy(action, step)
+            }
+        }
+        #expect(Self.requests(actions) == ["list", "part 3", "complete [1, 2, 3]"])
+        // The listing is recorded, keeping part 1's recorded checksum (the server listed none).
+        #expect(actions[1] == .record(.upload(ResumableUpload(url: Self.url, offset: 10 * Self.mib, endpointKey: "E"),
+                                              parts: [Self.part(1), Self.part(2)])))
+    }
+
+    @Test("ListParts pages are followed; a listed part of the wrong size is sent again")
+    func listingPages() {
+        let known = ResumableUpload(url: Self.url, offset: 0, endpointKey: "E")
+        let (actions, _) = Self.run(Self.threeParts, known: known) { action, step in
+            switch action {
+            case .listParts(_, nil): .partsListed([Self.part(1)], next: 1)
+            case .listParts(_, 1?): .partsListed([Self.part(2, size: 1)], next: nil)
+            default: Self.happy(action, step)
+            }
+        }
+        #expect(Self.requests(actions) == ["list", "list after 1", "part 2", "part 3", "complete [1, 2, 3]"])
+    }
+
+    @Test("the server lost the upload (NoSuchUpload): forget it, create a new one")
+    func lostUpload() {
+        let known = ResumableUpload(url: Self.url, offset: 5 * Self.mib, endpointKey: "E")
+        let (actions, _) = Self.run(Self.threeParts, known: known, parts: [Self.part(1)]) { action, step in
+            if case .listParts = action { return Self.s3Error(404, "NoSuchUpload") }
+            return Self.happy(action, step)
+        }
+        #expect(Self.requests(actions) == ["list", "forget", "create", "part 1", "part 2", "part 3", "complete [1, 2, 3]"])
+    }
+
+    @Test("every part confirmed and the upload gone: HEAD finds our object (the completion's answer was lost)")
+    func completedEarlier() {
+        let parts = [Self.part(1), Self.part(2), Self.part(3, size: 2 * Self.mib)]
+        let expected = S3ETag.expected(fromPartETags: parts.map(\.etag))!
+        let known = ResumableUpload(url: Self.url, offset: 12 * Self.mib, endpointKey: "E")
+        let (actions, machine) = Self.run(Self.threeParts, known: known, parts: parts) { action, _ in
+            switch action {
+            case .listParts: Self.s3Error(404, "NoSuchUpload")
+            case .headObject: .object(etag: "\"\(expected)\"", checksum: nil)
+            default: .failed("unexpected")
+            }
+        }
+        #expect(Self.requests(actions) == ["list", "head"])
+        #expect(Self.report(actions) == .answered(ServerAnswer(status: 200)))
+        #expect(machine.takeNoticesCopy().contains(.completedEarlier))
+    }
+
+    @Test("HEAD finds another object (or none): the upload starts over")
+    func headMismatch() {
+        let parts = [Self.part(1), Self.part(2), Self.part(3, size: 2 * Self.mib)]
+        let known = ResumableUpload(url: Self.url, offset: 12 * Self.mib, endpointKey: "E")
+        let (actions, _) = Self.run(Self.threeParts, known: known, parts: parts) { action, step in
+            switch action {
+            case .listParts: Self.s3Error(404, "NoSuchUpload")
+            case .complete: Self.s3Error(404, "NoSuchUpload")
+            case .headObject: .object(etag: "\"someone-else\"", checksum: nil)
+            default: Self.happy(action, step)
+            }
+        }
+        // Started over once; the new upload's completion was "lost" too, and HEAD again finds
+        // another object: bounded by the creation limit.
+        #expect(Self.requests(actions).filter { $0 == "create" }.count == S3UploadMachine.creationLimit)
+        guard case .noAnswer? = Self.report(actions) else { Issue.record("expected noAnswer, got \(String(describing: Self.report(actions)))"); return }
+    }
+
+    @Test("a part refused for its checksum is sent again, at most three times")
+    func badDigest() {
+        var refusals = 0
+        let (actions, _) = Self.run(Self.threeParts) { action, step in
+            if case .uploadPart(_, 2, _, _) = action, refusals < 1 { refusals += 1; return Self.s3Error(400, "BadDigest") }
+            return Self.happy(action, step)
+        }
+        #expect(Self.requests(actions) == ["create", "part 1", "part 2", "part 2", "part 3", "complete [1, 2, 3]"])
+        let (always, _) = Self.run(Self.threeParts) { action, step in
+            if case .uploadPart(_, 1, _, _) = action { return Self.s3Error(400, "XAmzContentChecksumMismatch") }
+            return Self.happy(action, step)
+        }
+        #expect(Self.requests(always) == ["create", "part 1", "part 1", "part 1"])
+        guard case .answered(let answer)? = Self.report(always) else { Issue.record("expected an answer"); return }
+        #expect(answer.verdict(now: Date()) == .retry(notBefore: nil))
+    }
+
+    @Test("S3 errors are classified by code, with advice", arguments: [
+        (403, "SignatureDoesNotMatch", AttemptVerdict.permanent, "check secret_access_key"),
+        (403, "RequestTimeTooSkewed", .permanent, "check the time"),
+        (403, "InvalidAccessKeyId", .permanent, "check access_key_id"),
+        (404, "NoSuchBucket", .permanent, "the bucket does not exist"),
+        (403, "AccessDenied", .permanent, "s3:PutObject"),
+        (400, "EntityTooSmall", .permanent, "raise part_size"),
+        (503, "SlowDown", .retry(notBefore: nil), "S3 SlowDown"),
+        (400, "RequestTimeout", .retry(notBefore: nil), "S3 RequestTimeout"),
+        (500, "InternalError", .retry(notBefore: nil), "S3 InternalError"),
+        (400, "ExpiredToken", .permanent, "renew session_token"),
+    ])
+    func classification(_ status: Int, _ code: String, _ verdict: AttemptVerdict, _ advice: String) {
+        let (actions, _) = Self.run(Self.threeParts) { action, _ in Self.s3Error(status, code) }
+        guard case .answered(let answer)? = Self.report(actions) else { Issue.record("expected an answer"); return }
+        #expect(answer.verdict(now: Date()) == verdict)
+        #expect(answer.hint?.contains(advice) == true, "\(answer.hint ?? "-")")
+        #expect(answer.hint?.contains("\(code) happened") == true, "the server's message is kept")
+        #expect(answer.during == "creating the multipart upload")
+    }
+
+    @Test("an <Error> inside a 200 to CompleteMultipartUpload is not a success")
+    func errorInside200() {
+        let (actions, _) = Self.run(Self.threeParts) { action, step in
+            if case .complete = action { return Self.s3Error(200, "InternalError") }
+            return Self.happy(action, step)
+        }
+        guard case .answered(let answer)? = Self.report(actions) else { Issue.record("expected an answer"); return }
+        #expect(!answer.isSuccess)
+        #expect(answer.verdict(now: Date()) == .retry(notBefore: nil))
+        let unknown = S3ErrorAnswer(status: 200, code: nil, message: nil).answer(during: "completing")
+        #expect(!unknown.isSuccess)
+    }
+
+    @Test("the object's composite checksum must be the one computed from the parts")
+    func compositeChecksum() {
+        let checksums = ["AAAAAA==", "AAAAAA==", "AAAAAA=="]
+        let right = S3ChecksumAlgorithm.crc32c.composite(ofParts: checksums)!
+        for (got, succeeds) in [(right, true), ("AAAAAB==-3", false), ("fullobject==", true)] {
+            let (actions, _) = Self.run(Self.threeParts) { action, step in
+                if case .complete = action { return .object(etag: "\"x-3\"", checksum: got) }
+                return Self.happy(action, step)
+            }
+            if succeeds {
+                #expect(Self.report(actions) == .answered(ServerAnswer(status: 200)), "\(got)")
+            } else {
+                guard case .refused(let reason)? = Self.report(actions) else { Issue.record("expected refused for \(got)"); continue }
+                #expect(reason.contains("checksum"))
+            }
+        }
+    }
+
+    @Test("requests that confirm nothing new end the attempt")
+    func noProgressBound() {
+        let (actions, _) = Self.run(Self.threeParts) { action, step in
+            if case .complete = action { return Self.s3Error(400, "InvalidPart") }
+            return Self.happy(action, step)
+        }
+        guard case .noAnswer? = Self.report(actions) else { Issue.record("expected noAnswer, got \(String(describing: Self.report(actions)))"); return }
+        #expect(actions.count < 200)
+    }
+
+    @Test("no answer, a changed file and a cancel end the attempt as such")
+    func otherEnds() {
+        let (failed, _) = Self.run(Self.threeParts) { _, _ in .failed("connection reset") }
+        #expect(Self.report(failed) == .noAnswer("connection reset"))
+        let (changed, _) = Self.run(Self.threeParts) { action, step in
+            if case .uploadPart = action { return .sourceChanged }
+            return Self.happy(action, step)
+        }
+        #expect(Self.report(changed) == .sourceChanged(nil))
+        var machine = S3UploadMachine(settings: Self.threeParts, known: nil, parts: [])
+        _ = machine.start()
+        #expect(machine.cancel() == .finish(.stopped))
+    }
+
+    @Test("part layout: sizes grow so no file needs more than 10,000 parts")
+    func partLayout() {
+        let settings = S3Settings(bucket: "b", key: .literal("k"), accessKeyID: .literal("a"), secretAccessKey: .literal("s"), partSize: 8 * Self.mib)
+        #expect(settings.partSize(forLength: 64 * Self.mib) == 8 * Self.mib)
+        let huge: Int64 = 200 << 30  // 200 GiB: 8 MiB parts would be 25,600
+        let grown = settings.partSize(forLength: huge)
+        #expect(grown % Self.mib == 0)
+        #expect((huge + grown - 1) / grown <= 10_000)
+        let machine = S3UploadMachine.Settings(length: 64 * Self.mib, partSize: 8 * Self.mib, multipartThreshold: 8 * Self.mib)
+        #expect(machine.partCount == 8)
+        #expect(machine.range(ofPart: 8) == (56 * Self.mib)..<(64 * Self.mib))
+        #expect(S3UploadMachine.Settings(length: 8 * Self.mib + 1, partSize: 8 * Self.mib, multipartThreshold: 1).partCount == 2)
+    }
+}
+
+extension S3UploadMachine {
+    /// The notices so far, without consuming a copy's.
+    func takeNoticesCopy() -> [Notice] {
+        var copy = self
+        return copy.takeNotices()
+    }
+}
