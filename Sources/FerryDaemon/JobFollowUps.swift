@@ -34,7 +34,11 @@ struct JobFollowUps: Sendable {
             case .requeueIfLeft:
                 if disposed?.disposition == .left { await requeue(job.spool, job.relativePath) }
             case .endServerUpload:
-                await spool?.sender.endUpload(of: job, logger: log)
+                // Not cancelled with the attempt (an operator's cancel stops it): the request that
+                // ends the upload on the server is made in a task of its own.
+                if let sender = spool?.sender {
+                    await Task { await sender.endUpload(of: job, logger: log) }.value
+                }
             }
         }
     }

@@ -196,15 +196,18 @@ public struct S3UploadMachine: Sendable {
                 return .listParts(url: upload.url, marker: next)
             }
             // The server's parts are the truth: a part we recorded that it does not list is sent
-            // again; a part it lists that we never recorded (its answer was lost) is kept, if its
-            // size is the one the layout gives it.
+            // again. A part it lists is kept if its size is the one the layout gives it and, when
+            // parts carry checksums, its checksum is known: listed by the server, or recorded
+            // with the same ETag. (No server measured lists checksums, and completion must name
+            // them: a part whose answer was lost is sent again, at most one.)
             var reconciled: [Int: UploadPart] = [:]
             for part in all where (1...settings.partCount).contains(part.number)
                 && part.size == Int64(settings.range(ofPart: part.number).count) {
                 var part = part
-                if part.checksum == nil, let recorded = parts[part.number], S3ETag.same(recorded.etag, part.etag) {
-                    part.checksum = recorded.checksum
+                if let recorded = parts[part.number], S3ETag.same(recorded.etag, part.etag) {
+                    part.checksum = part.checksum ?? recorded.checksum
                 }
+                if settings.checksum != nil && part.checksum == nil { continue }
                 reconciled[part.number] = part
             }
             parts = reconciled
@@ -283,7 +286,7 @@ public struct S3UploadMachine: Sendable {
         switch response {
         case .object(let etag, _):
             let expected = S3ETag.expected(fromPartETags: parts.values.sorted { $0.number < $1.number }.map(\.etag))
-            if let etag, let expected, S3ETag.same(etag, expected) {
+            if let etag, let expected, S3ETag.names(etag, multipart: expected) {
                 notices.append(.completedEarlier)
                 return succeed(etag: etag)
             }

@@ -65,14 +65,14 @@ extension S3Document {
 
     /// CreateMultipartUpload's `UploadId`.
     public var uploadID: String? {
-        guard root.name == "InitiateMultipartUploadResult" else { return nil }
+        guard root.name.hasPrefix("InitiateMultipartUpload") else { return nil }
         return root.value("UploadId").flatMap { $0.isEmpty ? nil : $0 }
     }
 
     /// One page of ListParts: the parts (number, size, ETag, the checksum of `algorithm`), and the
     /// marker of the next page when the list is truncated.
     public func listedParts(checksum algorithm: S3ChecksumAlgorithm?) -> (parts: [ListedPart], next: Int?)? {
-        guard root.name == "ListPartsResult" else { return nil }
+        guard root.name.hasPrefix("ListParts") else { return nil }
         var parts: [ListedPart] = []
         for element in root.children("Part") {
             guard let number = element.value("PartNumber").flatMap(Int.init), let size = element.value("Size").flatMap(Int64.init),
@@ -86,7 +86,8 @@ extension S3Document {
 
     /// CompleteMultipartUpload's result: the object's ETag and checksum.
     public func completedObject(checksum algorithm: S3ChecksumAlgorithm?) -> (etag: String?, checksum: String?)? {
-        guard root.name == "CompleteMultipartUploadResult" else { return nil }
+        // moto names it CompleteMultipartUploadResponse.
+        guard root.name.hasPrefix("CompleteMultipartUpload") else { return nil }
         return (root.value("ETag"), algorithm.flatMap { root.value($0.elementName) })
     }
 

@@ -23,6 +23,14 @@ public enum S3ETag {
         a.trimmingCharacters(in: CharacterSet(charactersIn: "\"")).lowercased() == b.trimmingCharacters(in: CharacterSet(charactersIn: "\"")).lowercased()
     }
 
+    /// Whether a HEAD's ETag names the object assembled from parts whose multipart ETag is
+    /// `expected`: the same, or its digest without the `-N` (moto's HEAD omits it).
+    public static func names(_ etag: String, multipart expected: String) -> Bool {
+        if same(etag, expected) { return true }
+        guard let dash = expected.lastIndex(of: "-") else { return false }
+        return same(etag, String(expected[..<dash]))
+    }
+
     static func bytes(hex: String) -> [UInt8]? {
         var bytes: [UInt8] = []
         var high: UInt8?

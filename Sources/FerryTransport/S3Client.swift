@@ -177,10 +177,12 @@ public final class S3Client: Sendable {
     ) async -> (S3UploadMachine.Response, Int64) {
         var headers: [(name: String, value: String)] = []
         var payloadHash = SigV4Signer.unsignedPayload
+        var sent: String?
         if let algorithm = transfer.checksum {
             switch await checksum(transfer.source, range, algorithm) {
             case .success(let value):
                 headers.append((algorithm.headerName, value.checksum))
+                sent = value.checksum
                 if let sha256 = value.sha256Hex { payloadHash = sha256 }
             case .failure(let failure): return (failure.response, 0)
             }
@@ -188,7 +190,12 @@ public final class S3Client: Sendable {
         let result = await send(
             transfer, method: "PUT", url: url + "&partNumber=\(number)", headers: headers, payloadHash: payloadHash, body: range,
             logger: logger, progress: { progress(range.lowerBound + $0) })
-        return (Self.stored(result, checksum: transfer.checksum), result.bytesSent)
+        var response = Self.stored(result, checksum: transfer.checksum)
+        if case .stored(let etag, nil) = response, let sent {
+            // Most servers do not echo the checksum they verified: it is the one sent with the part.
+            response = .stored(etag: etag, checksum: sent)
+        }
+        return (response, result.bytesSent)
     }
 
     private func complete(_ transfer: S3Transfer, url: String, parts: [UploadPart], logger: Logger) async -> (S3UploadMachine.Response, String?) {

@@ -118,6 +118,26 @@ struct S3UploadMachineTests {
                                               parts: [Self.part(1), Self.part(2)])))
     }
 
+    @Test("a listed part whose checksum is not known (its answer was lost, the listing has none) is sent again")
+    func unknownChecksum() {
+        let known = ResumableUpload(url: Self.url, offset: 5 * Self.mib, endpointKey: "E")
+        let (actions, _) = Self.run(Self.threeParts, known: known, parts: [Self.part(1)]) { action, step in
+            switch action {
+            case .listParts: .partsListed([Self.part(1, checksum: nil), Self.part(2, checksum: nil)], next: nil)
+            default: Self.happy(action, step)
+            }
+        }
+        #expect(Self.requests(actions) == ["list", "part 2", "part 3", "complete [1, 2, 3]"])
+        let unchecked = S3UploadMachine.Settings(length: 12 * Self.mib, partSize: 5 * Self.mib, multipartThreshold: 5 * Self.mib, checksum: nil)
+        let (plain, _) = Self.run(unchecked, known: known, parts: [Self.part(1, checksum: nil)]) { action, step in
+            switch action {
+            case .listParts: .partsListed([Self.part(1, checksum: nil), Self.part(2, checksum: nil)], next: nil)
+            default: Self.happy(action, step)
+            }
+        }
+        #expect(Self.requests(plain) == ["list", "part 3", "complete [1, 2, 3]"], "without checksums the listing is enough")
+    }
+
     @Test("ListParts pages are followed; a listed part of the wrong size is sent again")
     func listingPages() {
         let known = ResumableUpload(url: Self.url, offset: 0, endpointKey: "E")
@@ -129,6 +149,7 @@ struct S3UploadMachineTests {
             }
         }
         #expect(Self.requests(actions) == ["list", "list after 1", "part 2", "part 3", "complete [1, 2, 3]"])
+        #expect(actions.contains(.record(.upload(ResumableUpload(url: Self.url, offset: 5 * Self.mib, endpointKey: "E"), parts: [Self.part(1)]))))
     }
 
     @Test("the server lost the upload (NoSuchUpload): forget it, create a new one")

@@ -1,0 +1,242 @@
+import FerryQueue
+import FerryTestSupport
+import Foundation
+import Testing
+
+/// `protocol = "s3"` through the real ferryd against real S3 servers on 127.0.0.1 (moto_server,
+/// `rclone serve s3`, SeaweedFS), behind `Tests/Servers/cut_proxy.py`, which counts every byte
+/// ferryd sends and can cut the connection or hold the upload to a rate.
+@Suite("S3 uploads through the real ferryd against real S3 servers", .serialized)
+struct S3ProtocolTests {
+    static let mib = 1 << 20
+
+    /// Runs `body` with a server of `kind`, a proxy in front of it and a ferryd whose one spool
+    /// sends to the bucket through the proxy.
+    func withS3(
+        _ kind: S3TestServer.Kind, cutAt: Int? = nil, rate: Int? = nil, options: [String] = [], fields: [String] = [],
+        secretKey: String = S3TestServer.secretKey, bucket: String = S3TestServer.bucket,
+        _ body: (DaemonHarness, S3TestServer, CutProxy) async throws -> Void
+    ) async throws {
+        let directory = try TemporaryDirectory("ferry-s3")
+        let server = try await S3TestServer(kind: kind, directory: directory.url("data"))
+        let proxy: CutProxy
+        do {
+            proxy = try await CutProxy(target: server.port, cutAt: cutAt, rate: rate, logPath: directory.url("proxy.log"))
+        } catch {
+            await server.stop()
+            throw error
+        }
+        let spool = TestSpool(options: [
+            "protocol = \"s3\"", "bucket = \"\(bucket)\"", "access_key_id = \"\(S3TestServer.accessKey)\"",
+            "secret_access_key = \"${env:FERRY_TEST_S3_SECRET}\"", "part_size = \"8MiB\"",
+        ] + options, fields: fields)
+        do {
+            try await withDaemonHarness(spools: [spool], url: proxy.url) { harness in
+                do {
+                    try await body(harness, server, proxy)
+                } catch {
+                    throw TestFailure("\(error)\n--- \(kind) ---\n\(server.log.suffix(4000))\n--- ferryd ---\n\(harness.daemon?.log.suffix(6000) ?? "")")
+                }
+            }
+        } catch {
+            await proxy.stop()
+            await server.stop()
+            throw error
+        }
+        await proxy.stop()
+        await server.stop()
+    }
+
+    static func environment(secret: String = S3TestServer.secretKey) -> [String: String] {
+        ["FERRY_TEST_S3_SECRET": secret]
+    }
+
+    func waitForState(_ harness: DaemonHarness, _ state: JobState, count: Int = 1, timeout: Duration = .seconds(120)) async throws -> [Job] {
+        var last: [Job] = []
+        try await waitUntil("\(count) job(s) \(state.rawValue) (states now: \(last.map(\.state.rawValue)))", timeout: timeout) {
+            last = try await jobs(harness)
+            return last.filter { $0.state == state }.count >= count
+        }
+        return last
+    }
+
+    @Test("64 MiB in 8 MiB parts arrives whole, with the fields as metadata; nothing is left open", arguments: S3TestServer.Kind.allCases)
+    func delivers(_ kind: S3TestServer.Kind) async throws {
+        let size = 64 * Self.mib
+        try await withS3(kind, options: ["key = \"incoming/{filename}\""], fields: ["camera = \"north {filename}\"", "batch = \"7\""]) {
+            harness, server, proxy in
+            try await harness.start(environment: Self.environment())
+            let bytes = pseudoRandomBytes(size, seed: 150)
+            try harness.drop("clip.mp4", bytes)
+            let done = try await waitForState(harness, .done)
+            try await harness.waitForQuiet()
+            let object = try #require(try server.object("incoming/clip.mp4"), "the object is in the bucket")
+            #expect(object.size == size)
+            #expect(object.sha256 == sha256Hex(bytes), "the object's bytes are the file's")
+            // rclone gives metadata names capitalised (Camera): names are case-insensitive.
+            let metadata = Dictionary(object.metadata.map { ($0.key.lowercased(), $0.value) }, uniquingKeysWith: { first, _ in first })
+            #expect(metadata["camera"] == "north clip.mp4")
+            #expect(metadata["batch"] == "7")
+            #expect(object.contentType == "video/mp4")
+            #expect(try server.openUploads().isEmpty, "no multipart upload is left open")
+            let sent = try proxy.stats().upstreamBytes
+            print("s3 \(kind): 64 MiB in 8 parts: \(sent) bytes on the wire for \(size)")
+            #expect(sent < size + 256 * 1024)
+            let job = try #require(done.first)
+            let answer = String(decoding: job.responseBody ?? [], as: UTF8.self)
+            #expect(answer.contains("\"key\":\"incoming/clip.mp4\""), "the kept answer names the object: \(answer)")
+            #expect(answer.contains("\"etag\""))
+            #expect(job.upload == nil, "a completed upload is forgotten")
+        }
+    }
+
+    @Test("a connection cut at 60% resumes: at most one part is sent again", arguments: S3TestServer.Kind.allCases)
+    func resumesAfterCut(_ kind: S3TestServer.Kind) async throws {
+        let size = 64 * Self.mib
+        try await withS3(kind, cutAt: size * 6 / 10) { harness, server, proxy in
+            try await harness.start(environment: Self.environment())
+            let bytes = pseudoRandomBytes(size, seed: 151)
+            try harness.drop("archive.tar", bytes)
+            // rclone holds a part whose connection was cut for a minute, then answers SlowDown.
+            let done = try await waitForState(harness, .done, timeout: .seconds(240))
+            try await harness.waitForQuiet()
+            let stats = try proxy.stats()
+            #expect(stats.cuts == 1)
+            let object = try #require(try server.object("archive.tar"))
+            #expect(object.sha256 == sha256Hex(bytes))
+            #expect(try server.openUploads().isEmpty)
+            let resent = stats.upstreamBytes - size
+            print("s3 \(kind): cut at 60% of 64 MiB: \(stats.upstreamBytes) bytes on the wire for \(size) (\(resent) more)")
+            #expect(resent <= 8 * Self.mib + 256 * 1024, "re-sent at most one part")
+            #expect((done.first?.attempts ?? 0) >= 2)
+        }
+    }
+
+    @Test("kill -9 at 60%, restart: at most one part is sent again, and no upload is left open", arguments: S3TestServer.Kind.allCases)
+    func resumesAfterKill(_ kind: S3TestServer.Kind) async throws {
+        let size = 64 * Self.mib
+        try await withS3(kind, rate: 24 * Self.mib) { harness, server, proxy in
+            try await harness.start(environment: Self.environment())
+            let bytes = pseudoRandomBytes(size, seed: 152)
+            try harness.drop("backup.tar", bytes)
+            try await waitUntil("60% of the parts confirmed and recorded", timeout: .seconds(120)) {
+                (try await jobs(harness).first?.upload?.offset ?? 0) >= Int64(size * 6 / 10)
+            }
+            try await harness.kill9()
+            let before = try #require(try await jobs(harness).first)
+            #expect(before.state == .uploading)
+            let recorded = try await {
+                let store = try harness.queue()
+                defer { try? store.close() }
+                return try await store.uploadParts(of: before)
+            }()
+            #expect(recorded.count >= 5, "the confirmed parts were in the queue before the kill")
+            try await harness.start(environment: Self.environment())
+            let done = try await waitForState(harness, .done)
+            try await harness.waitForQuiet()
+            let object = try #require(try server.object("backup.tar"))
+            #expect(object.sha256 == sha256Hex(bytes))
+            #expect(try server.openUploads().isEmpty, "ListMultipartUploads is empty afterwards")
+            let sent = try proxy.stats().upstreamBytes
+            print("s3 \(kind): kill -9 at 60% of 64 MiB: \(sent) bytes on the wire for \(size) (\(sent - size) more)")
+            #expect(sent - size <= 8 * Self.mib + 256 * 1024, "re-sent at most one part")
+            #expect(done.first?.attempts == 1, "the attempt cut by the crash does not count")
+        }
+    }
+
+    @Test("cancel mid-upload aborts the multipart upload: no parts are left behind", arguments: S3TestServer.Kind.allCases)
+    func cancelAborts(_ kind: S3TestServer.Kind) async throws {
+        let size = 64 * Self.mib
+        try await withS3(kind, rate: 16 * Self.mib) { harness, server, _ in
+            try await harness.start(environment: Self.environment())
+            try harness.drop("video.mkv", pseudoRandomBytes(size, seed: 153))
+            try await waitUntil("a part confirmed", timeout: .seconds(120)) {
+                (try await jobs(harness).first?.upload?.offset ?? 0) >= Int64(8 * Self.mib)
+            }
+            #expect(try server.openUploads().count == 1)
+            let job = try #require(try await jobs(harness).first)
+            let result = try await harness.ctl("cancel", job.id.rawValue)
+            #expect(result.status == 0, "\(result.stderr)")
+            _ = try await waitForState(harness, .cancelled)
+            try await waitUntil("the upload aborted on the server", timeout: .seconds(30)) { try server.openUploads().isEmpty }
+            #expect(try server.object("video.mkv") == nil)
+        }
+    }
+
+    @Test("a wrong secret key fails with the S3 code in the sidecar; the file is kept", arguments: S3TestServer.Kind.verifyingSignatures)
+    func wrongSecret(_ kind: S3TestServer.Kind) async throws {
+        try await withS3(kind) { harness, _, _ in
+            try await harness.start(environment: Self.environment(secret: "not-the-secret-key-00000000000000000000"))
+            try harness.drop("report.pdf", pseudoRandomBytes(1000, seed: 154))
+            let failed = try await waitForState(harness, .failed)
+            let error = failed.first?.lastError ?? ""
+            #expect(error.contains("SignatureDoesNotMatch"), "\(error)")
+            #expect(error.contains("check secret_access_key"))
+            try await checkSidecar(harness, "report.pdf", mentions: "SignatureDoesNotMatch")
+            #expect(!(harness.daemon?.log.contains("not-the-secret-key") ?? true), "the secret is never logged")
+        }
+    }
+
+    @Test("a skewed clock fails with RequestTimeTooSkewed and says to check the time", arguments: S3TestServer.Kind.checkingClocks)
+    func skewedClock(_ kind: S3TestServer.Kind) async throws {
+        try await withS3(kind) { harness, _, _ in
+            var environment = Self.environment()
+            environment["FERRY_S3_CLOCK_SKEW"] = "3600"
+            try await harness.start(environment: environment)
+            try harness.drop("scan.tiff", pseudoRandomBytes(1000, seed: 155))
+            let failed = try await waitForState(harness, .failed)
+            let error = failed.first?.lastError ?? ""
+            #expect(error.contains("RequestTimeTooSkewed"), "\(error)")
+            #expect(error.contains("check the time"))
+            try await checkSidecar(harness, "scan.tiff", mentions: "RequestTimeTooSkewed")
+        }
+    }
+
+    @Test("a missing bucket fails with NoSuchBucket in the sidecar; the file is kept", arguments: S3TestServer.Kind.allCases)
+    func missingBucket(_ kind: S3TestServer.Kind) async throws {
+        try await withS3(kind, bucket: "no-such-bucket-here") { harness, _, _ in
+            try await harness.start(environment: Self.environment())
+            try harness.drop("data.csv", pseudoRandomBytes(1000, seed: 156))
+            let failed = try await waitForState(harness, .failed)
+            let error = failed.first?.lastError ?? ""
+            #expect(error.contains("NoSuchBucket"), "\(error)")
+            try await checkSidecar(harness, "data.csv", mentions: "NoSuchBucket")
+        }
+    }
+
+    @Test("1,000 small files go in one PutObject each", arguments: S3TestServer.Kind.allCases)
+    func smallFiles(_ kind: S3TestServer.Kind) async throws {
+        try await withS3(kind, options: ["key = \"small/{relative_path}\""]) { harness, server, _ in
+            try await harness.start(environment: Self.environment())
+            var samples: [String: [UInt8]] = [:]
+            for index in 0..<1000 {
+                let bytes = pseudoRandomBytes(1024 + index * 13, seed: UInt64(1000 + index))
+                if index % 250 == 0 { samples["f\(index).bin"] = bytes }
+                try harness.drop("f\(index).bin", bytes)
+            }
+            _ = try await waitForState(harness, .done, count: 1000, timeout: .seconds(300))
+            try await harness.waitForQuiet()
+            #expect(try server.keys().filter { $0.hasPrefix("small/") }.count == 1000)
+            for (name, bytes) in samples {
+                #expect(try server.object("small/" + name)?.sha256 == sha256Hex(bytes), "\(name)")
+            }
+            #expect(try server.openUploads().isEmpty)
+        }
+    }
+
+    /// The failed file and its sidecar are in the failed directory; the sidecar names `code` and holds no secret.
+    func checkSidecar(_ harness: DaemonHarness, _ name: String, mentions code: String) async throws {
+        let failed = harness.spoolPath() + "/.failed/"
+        try await waitUntil("\(name) in the failed directory") { fileExists(failed + name) && fileExists(failed + name + ".error.json") }
+        let sidecar = String(decoding: try #require(FileManager.default.contents(atPath: failed + name + ".error.json")), as: UTF8.self)
+        #expect(sidecar.contains(code), "\(sidecar)")
+        #expect(!sidecar.contains(S3TestServer.secretKey))
+    }
+}
+
+extension S3TestServer.Kind {
+    /// The servers that check SigV4 signatures.
+    static var verifyingSignatures: [S3TestServer.Kind] { [.rclone, .seaweedfs] }
+    /// The servers that refuse a request signed with a clock an hour off.
+    static var checkingClocks: [S3TestServer.Kind] { [.rclone, .seaweedfs] }
+}

@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""A TCP proxy for tests: forwards 127.0.0.1:<port> to --target, counts the bytes clients send
+through it (request heads and bodies), and with --cut-at N cuts the connection that carries the Nth
+byte (the first time only): the client's side is reset, the server sees the request end early.
+
+    python3 Tests/Servers/cut_proxy.py --target 127.0.0.1:9000 [--cut-at 40000000] [--rate 16777216]
+
+Prints one line {"listening": PORT} when ready. A connection whose first bytes are "STATS\\n" gets
+{"upstream_bytes": N, "cuts": C, "connections": K} and is closed.
+"""
+import argparse, json, os, signal, socket, struct, sys, threading, time
+
+lock = threading.Lock()
+stats = {"upstream_bytes": 0, "cuts": 0, "connections": 0}
+cut_at = None
+rate = None  # upstream bytes per second per connection, when set
+
+
+def cut(pair):
+    """The client side is reset; the server sees its request end early (FIN), as when a client dies."""
+    client, server = pair
+    reset(client)
+    try:
+        server.shutdown(socket.SHUT_RDWR)
+        server.close()
+    except OSError:
+        pass
+
+
+def reset(sock):
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        sock.close()
+    except OSError:
+        pass
+
+
+def pump(source, sink, upstream, pair):
+    started, forwarded = time.monotonic(), 0
+    try:
+        while True:
+            data = source.recv(65536)
+            if upstream and rate and data:
+                forwarded += len(data)
+                ahead = forwarded / rate - (time.monotonic() - started)
+                if ahead > 0:
+                    time.sleep(ahead)
+            if not data:
+                break
+            if upstream:
+                with lock:
+                    before = stats["upstream_bytes"]
+                    cutting = cut_at is not None and stats["cuts"] == 0 and before + len(data) >= cut_at
+                    if cutting:
+                        data = data[: max(0, cut_at - before)]
+                        stats["cuts"] += 1
+                    stats["upstream_bytes"] += len(data)
+                if cutting:
+                    if data:
+                        sink.sendall(data)
+                    cut(pair)
+                    return
+            sink.sendall(data)
+    except OSError:
+        pass
+    finally:
+        try:
+            sink.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+
+
+def handle(client, target):
+    first = b""
+    try:
+        client.settimeout(None)
+        first = client.recv(65536)
+    except OSError:
+        client.close()
+        return
+    if first == b"STATS\n":
+        with lock:
+            client.sendall(json.dumps(stats).encode())
+        client.close()
+        return
+    try:
+        server = socket.create_connection(target)
+    except OSError:
+        reset(client)
+        return
+    with lock:
+        stats["connections"] += 1
+    pair = (client, server)
+    if first:
+        # The first chunk counts like the rest (and may itself be cut).
+        with lock:
+            before = stats["upstream_bytes"]
+            cutting = cut_at is not None and stats["cuts"] == 0 and before + len(first) >= cut_at
+            if cutting:
+                first = first[: max(0, cut_at - before)]
+                stats["cuts"] += 1
+            stats["upstream_bytes"] += len(first)
+        if first:
+            server.sendall(first)
+        if cutting:
+            cut(pair)
+            return
+    threading.Thread(target=pump, args=(server, client, False, pair), daemon=True).start()
+    pump(client, server, True, pair)
+
+
+def main():
+    global cut_at
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--target", required=True)
+    parser.add_argument("--cut-at", type=int)
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--rate", type=int, help="upstream bytes per second per connection")
+    args = parser.parse_args()
+    global rate
+    cut_at = args.cut_at
+    rate = args.rate
+    host, port = args.target.rsplit(":", 1)
+    target = (host, int(port))
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", args.port))
+    listener.listen(64)
+    print(json.dumps({"listening": listener.getsockname()[1]}), flush=True)
+    # A parent that blocks SIGTERM in its threads (a test runner) hands the mask down: unblock it.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGTERM, signal.SIGINT])
+    signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+    while True:
+        client, _ = listener.accept()
+        threading.Thread(target=handle, args=(client, target), daemon=True).start()
+
+
+if __name__ == "__main__":
+    main()
