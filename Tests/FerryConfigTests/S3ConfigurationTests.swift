@@ -1,0 +1,80 @@
+import FerryConfig
+import Testing
+
+@Suite("protocol = \"s3\" configuration")
+struct S3ConfigurationTests {
+    static let s3Spool = """
+        [[spool]]
+        name = "archives"
+        directory = "/srv/spool"
+        url = "https://s3.eu-west-1.amazonaws.com"
+        protocol = "s3"
+        bucket = "acme-archives"
+        access_key_id = "AKIAEXAMPLE"
+        secret_access_key = "${env:AWS_SECRET_ACCESS_KEY}"
+        """
+
+    static let environment = ["AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"]
+
+    @Test("defaults: key {relative_path}, us-east-1, virtual addressing on AWS, 16 MiB parts, crc32c")
+    func defaults() throws {
+        let configuration = try loader(environment: Self.environment).parse(Self.s3Spool, path: "/etc/ferry/ferry.toml")
+        let s3 = try #require(configuration.spools.first?.s3)
+        #expect(s3.bucket == "acme-archives")
+        #expect(s3.key.placeholders == [.relativePath])
+        #expect(s3.region == "us-east-1")
+        #expect(s3.addressing == .virtual)
+        #expect(s3.partSize == 16 << 20 && s3.multipartThreshold == 16 << 20)
+        #expect(s3.checksum == .crc32c)
+        #expect(s3.secretAccessKey.containsSecret)
+        #expect(s3.secretAccessKey.redacted == "***")
+        let local = try loader(environment: Self.environment).parse(
+            Self.s3Spool.replacingOccurrences(of: "https://s3.eu-west-1.amazonaws.com", with: "http://127.0.0.1:9000"), path: "/etc/ferry/ferry.toml")
+        #expect(local.spools.first?.s3?.addressing == .path, "path-style off AWS")
+    }
+
+    @Test("mistakes name the file, line and key, and say what to write", arguments: [
+        ("part_size = \"1MiB\"", "spool[0].part_size: 1048576 bytes is too small"),
+        ("checksum = \"md5\"", "checksum must be \"crc32c\", \"sha256\" or \"none\""),
+        ("addressing = \"dns\"", "addressing must be \"path\" or \"virtual\""),
+        ("key = \"/abs/{filename}\"", "must not start with '/'"),
+        ("key = \"fixed.txt\"", "names no file"),
+        ("method = \"POST\"", "method does not apply to protocol \"s3\""),
+        ("region = \"EU West\"", "is not a region name"),
+        ("storage_class = \"cheap one\"", "is not a storage class"),
+    ])
+    func mistakes(_ line: String, _ message: String) {
+        let found = issues(Self.s3Spool + "\n" + line, loader: loader(environment: Self.environment)).map(\.description)
+        #expect(found.count == 1 && found[0].hasPrefix("/etc/ferry/ferry.toml:") && found[0].contains(message), "\(found)")
+    }
+
+    @Test("bucket and credentials are required; an empty secret is named")
+    func required() {
+        let noBucket = issues(Self.s3Spool.replacingOccurrences(of: "bucket = \"acme-archives\"\n", with: ""), loader: loader(environment: Self.environment))
+        #expect(noBucket.map(\.description).contains { $0.contains("spool[0].bucket") })
+        let emptySecret = issues(Self.s3Spool, loader: loader(environment: ["AWS_SECRET_ACCESS_KEY": ""])).map(\.description)
+        #expect(emptySecret.contains { $0.contains("secret_access_key") }, "\(emptySecret)")
+        #expect(!emptySecret.joined().contains("wJalr"))
+    }
+
+    @Test("the endpoint has no path; virtual addressing needs a DNS bucket name; metadata names are lowercase")
+    func endpointAndNames() {
+        let withPath = issues(Self.s3Spool.replacingOccurrences(of: "amazonaws.com\"", with: "amazonaws.com/acme-archives\""),
+                              loader: loader(environment: Self.environment)).map(\.description)
+        #expect(withPath.contains { $0.contains("url is the endpoint only") }, "\(withPath)")
+        let underscore = issues(Self.s3Spool.replacingOccurrences(of: "acme-archives", with: "acme_archives"),
+                                loader: loader(environment: Self.environment)).map(\.description)
+        #expect(underscore.contains { $0.contains("cannot be a host name") }, "\(underscore)")
+        let field = issues(Self.s3Spool + "\n  [spool.fields]\n  Camera = \"north\"", loader: loader(environment: Self.environment)).map(\.description)
+        #expect(field.contains { $0.contains("x-amz-meta-Camera") }, "\(field)")
+        let header = issues(Self.s3Spool + "\n  [spool.headers]\n  x-amz-meta-camera = \"north\"", loader: loader(environment: Self.environment)).map(\.description)
+        #expect(header.contains { $0.contains("set it in [spool.fields]") }, "\(header)")
+    }
+
+    @Test("s3 keys in a spool of another protocol are refused")
+    func s3KeysElsewhere() {
+        let found = issues(minimalSpool + "\nbucket = \"b\"\npart_size = \"8MiB\"").map(\.description)
+        #expect(found.contains { $0.contains("spool[0].bucket: bucket applies only to protocol \"s3\"") }, "\(found)")
+        #expect(found.contains { $0.contains("part_size applies only to protocol \"s3\"") })
+    }
+}
