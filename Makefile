@@ -5,6 +5,7 @@
 #   make torture TORTURE=--long   the long one (20+ minutes); see scripts/torture.py --help
 #   make bench              ferryd against curl and Python requests (release build; see docs/PERFORMANCE.md)
 #   make bench-smoke        the same at tiny sizes on the debug build, one run, no thresholds (seconds; CI runs it)
+#   make bench-s3           ferryd's s3 protocol against `aws s3 cp` on a local S3 server (bench/s3.py)
 .PHONY: demo test torture build release install uninstall check-units deps test-deps clean
 
 demo: deps
@@ -32,6 +33,15 @@ bench-smoke: bench-deps
 
 bench-deps:
 	scripts/install-deps.sh --bench
+
+# S3BENCH passes options to bench/s3.py, e.g. S3BENCH="--server seaweedfs --runs 5".
+.PHONY: bench-s3 bench-s3-smoke
+bench-s3: bench-deps test-deps
+	python3 bench/s3.py $(S3BENCH)
+
+bench-s3-smoke: bench-deps test-deps
+	swift build --product ferryd
+	python3 bench/s3.py --smoke --bin .build/debug $(S3BENCH)
 
 build: deps
 	swift build

