@@ -94,6 +94,7 @@ let package = Package(
             name: "FerryS3",
             dependencies: [
                 "CFerrySystem",
+                "FerrySystem",
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),

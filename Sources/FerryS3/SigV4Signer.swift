@@ -1,4 +1,5 @@
 import Crypto
+import FerrySystem
 import Foundation
 
 /// AWS Signature Version 4 (docs.aws.amazon.com/IAM/latest/UserGuide/reference_sigv-create-signed-request.html),
@@ -165,21 +166,7 @@ public struct SigV4Signer: Sendable {
 
     /// AWS's URI encoding: every byte but `A-Z a-z 0-9 - _ . ~` as `%XX` (uppercase hex).
     public static func encode(_ text: String, keepingSlashes: Bool = false) -> String {
-        let hex = Array("0123456789ABCDEF".utf8)
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(text.utf8.count)
-        for byte in text.utf8 {
-            switch byte {
-            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-                 UInt8(ascii: "-"), UInt8(ascii: "_"), UInt8(ascii: "."), UInt8(ascii: "~"):
-                bytes.append(byte)
-            case UInt8(ascii: "/") where keepingSlashes:
-                bytes.append(byte)
-            default:
-                bytes += [UInt8(ascii: "%"), hex[Int(byte >> 4)], hex[Int(byte & 0xF)]]
-            }
-        }
-        return String(decoding: bytes, as: UTF8.self)
+        PercentEncoding.encode(text.utf8, keepingSlashes: keepingSlashes)
     }
 
     /// Percent-decoding that leaves a malformed escape as it is.

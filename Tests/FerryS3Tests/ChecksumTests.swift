@@ -1,4 +1,5 @@
 import FerryS3
+import FerryTestSupport
 import CFerrySystem
 import Foundation
 import Testing
@@ -19,8 +20,7 @@ struct ChecksumTests {
 
     @Test("the CPU instruction and the table agree, at every alignment and in pieces")
     func hardwareMatchesTable() {
-        var generator = SplitMix(seed: 42)
-        let bytes = (0..<70_000).map { _ in UInt8(truncatingIfNeeded: generator.next()) }
+        let bytes = pseudoRandomBytes(70_000, seed: 42)
         for start in 0..<9 {
             for length in [0, 1, 7, 8, 9, 63, 64, 65, 4096, 65_537] where start + length <= bytes.count {
                 let slice = Array(bytes[start..<(start + length)])
@@ -57,18 +57,5 @@ struct ChecksumTests {
         #expect(S3ETag.expected(fromPartETags: etags) == "96e024ba2074fe77e8e965ba43a704be-2")
         #expect(S3ETag.same("\"ABC-2\"", "abc-2"))
         #expect(S3ETag.expected(fromPartETags: ["xyz"]) == nil)
-    }
-}
-
-/// A deterministic generator for test data.
-struct SplitMix: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

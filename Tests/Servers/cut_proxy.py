@@ -35,6 +35,23 @@ def reset(sock):
         pass
 
 
+def forward_upstream(data, sink, pair):
+    """Counts and forwards client bytes; cuts the connection at the --cut-at byte. False once cut."""
+    with lock:
+        before = stats["upstream_bytes"]
+        cutting = cut_at is not None and stats["cuts"] == 0 and before + len(data) >= cut_at
+        if cutting:
+            data = data[: max(0, cut_at - before)]
+            stats["cuts"] += 1
+        stats["upstream_bytes"] += len(data)
+    if data:
+        sink.sendall(data)
+    if cutting:
+        cut(pair)
+        return False
+    return True
+
+
 def pump(source, sink, upstream, pair):
     started, forwarded = time.monotonic(), 0
     try:
@@ -48,18 +65,9 @@ def pump(source, sink, upstream, pair):
             if not data:
                 break
             if upstream:
-                with lock:
-                    before = stats["upstream_bytes"]
-                    cutting = cut_at is not None and stats["cuts"] == 0 and before + len(data) >= cut_at
-                    if cutting:
-                        data = data[: max(0, cut_at - before)]
-                        stats["cuts"] += 1
-                    stats["upstream_bytes"] += len(data)
-                if cutting:
-                    if data:
-                        sink.sendall(data)
-                    cut(pair)
+                if not forward_upstream(data, sink, pair):
                     return
+                continue
             sink.sendall(data)
     except OSError:
         pass
@@ -91,20 +99,9 @@ def handle(client, target):
     with lock:
         stats["connections"] += 1
     pair = (client, server)
-    if first:
-        # The first chunk counts like the rest (and may itself be cut).
-        with lock:
-            before = stats["upstream_bytes"]
-            cutting = cut_at is not None and stats["cuts"] == 0 and before + len(first) >= cut_at
-            if cutting:
-                first = first[: max(0, cut_at - before)]
-                stats["cuts"] += 1
-            stats["upstream_bytes"] += len(first)
-        if first:
-            server.sendall(first)
-        if cutting:
-            cut(pair)
-            return
+    # The first chunk counts like the rest (and may itself be cut).
+    if first and not forward_upstream(first, server, pair):
+        return
     threading.Thread(target=pump, args=(server, client, False, pair), daemon=True).start()
     pump(client, server, True, pair)
 

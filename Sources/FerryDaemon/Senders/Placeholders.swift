@@ -55,20 +55,7 @@ struct Placeholders {
 
     /// RFC 3986 percent-encoding of everything but unreserved characters (and `/` if asked).
     static func percentEncoded(_ bytes: [UInt8], keepingSlashes: Bool = false) -> String {
-        let hex = Array("0123456789ABCDEF".utf8)
-        var text = [UInt8]()
-        for byte in bytes {
-            switch byte {
-            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-                 UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
-                text.append(byte)
-            case UInt8(ascii: "/") where keepingSlashes:
-                text.append(byte)
-            default:
-                text += [UInt8(ascii: "%"), hex[Int(byte >> 4)], hex[Int(byte & 0x0F)]]
-            }
-        }
-        return String(decoding: text, as: UTF8.self)
+        PercentEncoding.encode(bytes, keepingSlashes: keepingSlashes)
     }
 
     /// `2026-11-22T09:30:00Z`.
