@@ -155,6 +155,18 @@ struct S3ProtocolTests {
             }
             #expect(try server.openUploads().count == 1)
             let job = try #require(try await jobs(harness).first)
+            // show and status report the parts the server confirmed, and no credential.
+            let show = try await harness.ctl("show", "--json", job.id.rawValue)
+            let detail = try show.json()
+            #expect(detail["parts_total"] as? Int == 8, "\(show.stdout)")
+            #expect((detail["parts_confirmed"] as? Int ?? 0) >= 1)
+            #expect((detail["url"] as? String)?.contains("bucket \(S3TestServer.bucket)") == true)
+            let human = try await harness.ctl("show", job.id.rawValue)
+            #expect(human.stdout.contains("confirmed by the server (multipart upload)"), "\(human.stdout)")
+            let status = try await harness.ctl("status", "--json")
+            let uploads = try status.json()["uploads"] as? [[String: Any]]
+            #expect(uploads?.first?["parts_total"] as? Int == 8, "\(status.stdout)")
+            for output in [show.stdout, human.stdout, status.stdout] { #expect(!output.contains(S3TestServer.secretKey)) }
             let result = try await harness.ctl("cancel", job.id.rawValue)
             #expect(result.status == 0, "\(result.stderr)")
             _ = try await waitForState(harness, .cancelled)
