@@ -18,39 +18,6 @@ import Foundation
 /// Every loop the server can drive is bounded: creations, re-sent parts, listings, and requests in
 /// a row that confirm nothing new.
 public struct S3UploadMachine: Sendable {
-    /// The upload's fixed facts.
-    public struct Settings: Sendable, Equatable {
-        /// The file's length.
-        public var length: Int64
-        /// The size of every part but the last (already grown so no more than 10,000 are needed).
-        public var partSize: Int64
-        /// Files at least this long are sent as multipart uploads; smaller ones with one PutObject.
-        public var multipartThreshold: Int64
-        /// Names the endpoint, bucket, key and part layout an upload belongs to (stored with it).
-        public var endpointKey: String?
-        /// The checksum every part carries, which the object's composite checksum must match.
-        public var checksum: S3ChecksumAlgorithm?
-
-        public init(
-            length: Int64, partSize: Int64, multipartThreshold: Int64, endpointKey: String? = nil, checksum: S3ChecksumAlgorithm? = .crc32c
-        ) {
-            self.length = length
-            self.partSize = partSize
-            self.multipartThreshold = multipartThreshold
-            self.endpointKey = endpointKey
-            self.checksum = checksum
-        }
-
-        /// How many parts the file takes.
-        public var partCount: Int { length == 0 ? 1 : Int((length + partSize - 1) / partSize) }
-
-        /// The byte range of part `number` (from 1).
-        public func range(ofPart number: Int) -> Range<Int64> {
-            let start = Int64(number - 1) * partSize
-            return start..<min(start + partSize, length)
-        }
-    }
-
     /// What the shell does next.
     public enum Action: Sendable, Equatable {
         /// `PUT` the whole file as the object; report with ``stored(_:)``.
@@ -69,45 +36,6 @@ public struct S3UploadMachine: Sendable {
         case record(Record)
         /// The attempt is over.
         case finish(AttemptReport)
-    }
-
-    /// A change to the upload's durable state.
-    public enum Record: Sendable, Equatable {
-        /// The upload (`nil`: none) and exactly these confirmed parts.
-        case upload(ResumableUpload?, parts: [UploadPart])
-        /// One more confirmed part, and the upload's new byte count.
-        case part(UploadPart, upload: ResumableUpload)
-    }
-
-    /// What one request got, as the shell parsed it.
-    public enum Response: Sendable, Equatable {
-        /// CreateMultipartUpload's `UploadId`, as the upload's URL (the object's URL with `?uploadId=`).
-        case uploadCreated(url: String)
-        /// A part or the whole object was stored: its ETag, and the checksum the server verified.
-        case stored(etag: String, checksum: String?)
-        /// One page of ListParts; `next`: the marker of the next page, if truncated.
-        case partsListed([UploadPart], next: Int?)
-        /// CompleteMultipartUpload (or HEAD) found the object: its ETag and checksum.
-        case object(etag: String?, checksum: String?)
-        /// HEAD found no object.
-        case noObject
-        /// An S3 error (status, code, message), including an `<Error>` inside a 200.
-        case error(S3ErrorAnswer)
-        /// No usable answer.
-        case failed(String)
-        /// The file is no longer the version being sent.
-        case sourceChanged
-        case cancelled
-    }
-
-    /// Things worth a log line that the machine noticed.
-    public enum Notice: Sendable, Equatable {
-        case created
-        case resumed(partsConfirmed: Int, partsTotal: Int)
-        case lost
-        case partRejected(number: Int, code: String)
-        case completedEarlier
-        case checksumMismatch(expected: String, got: String)
     }
 
     /// Multipart uploads created in one attempt before it gives up (the server keeps losing them).
