@@ -90,6 +90,23 @@ struct S3ProtocolTests {
         }
     }
 
+    @Test("checksum = \"sha256\" (a signed payload) and \"none\" deliver too, multipart and PutObject", arguments: S3TestServer.Kind.allCases)
+    func otherChecksums(_ kind: S3TestServer.Kind) async throws {
+        for checksum in ["sha256", "none"] {
+            try await withS3(kind, options: ["checksum = \"\(checksum)\"", "key = \"\(checksum)/{filename}\""]) { harness, server, _ in
+                try await harness.start(environment: Self.environment())
+                let large = pseudoRandomBytes(20 * Self.mib + 123, seed: 160)
+                let small = pseudoRandomBytes(70_000, seed: 161)
+                try harness.drop("large.bin", large)
+                try harness.drop("small.bin", small)
+                _ = try await waitForState(harness, .done, count: 2)
+                #expect(try server.object("\(checksum)/large.bin")?.sha256 == sha256Hex(large), "\(checksum)")
+                #expect(try server.object("\(checksum)/small.bin")?.sha256 == sha256Hex(small), "\(checksum)")
+                #expect(try server.openUploads().isEmpty)
+            }
+        }
+    }
+
     @Test("a connection cut at 60% resumes: at most one part is sent again", arguments: S3TestServer.Kind.allCases)
     func resumesAfterCut(_ kind: S3TestServer.Kind) async throws {
         let size = 64 * Self.mib
