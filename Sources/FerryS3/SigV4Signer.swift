@@ -111,6 +111,16 @@ public struct SigV4Signer: Sendable {
         return all
     }
 
+    /// ``signedHeaders(method:path:query:headers:payloadHash:at:)`` for a URL ``S3ObjectAddress``
+    /// made, with its `Host`; `nil` if it is not such a URL.
+    public func signedHeaders(
+        method: String, url: String, headers: [(name: String, value: String)], payloadHash: String, at date: Date
+    ) -> [(name: String, value: String)]? {
+        guard let (address, query) = S3ObjectAddress.parse(url) else { return nil }
+        return signedHeaders(
+            method: method, path: address.path, query: query, headers: [("Host", address.host)] + headers, payloadHash: payloadHash, at: date)
+    }
+
     // MARK: Canonical forms
 
     func canonicalURI(_ path: String) -> String {

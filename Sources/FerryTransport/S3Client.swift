@@ -222,10 +222,8 @@ public final class S3Client: Sendable {
 
     /// Aborts a multipart upload (best-effort): the server drops its parts, so none are billed.
     public func abort(uploadURL: String, signer: SigV4Signer, clock: @Sendable () -> Date, logger: Logger) async {
-        guard let (address, query) = S3ObjectAddress.parse(uploadURL) else { return }
-        let headers = signer.signedHeaders(
-            method: "DELETE", path: address.path, query: query, headers: [("Host", address.host)],
-            payloadHash: SigV4Signer.emptyPayloadHash, at: clock())
+        guard let headers = signer.signedHeaders(
+            method: "DELETE", url: uploadURL, headers: [], payloadHash: SigV4Signer.emptyPayloadHash, at: clock()) else { return }
         switch await uploader.send(.bodiless(url: uploadURL, method: "DELETE", headers: headers), logger: logger) {
         case .response(let status, _, _, _) where (200..<300).contains(status) || status == 404:
             logger.info("the multipart upload was aborted; the server dropped its parts", metadata: ["status": "\(status)"])
@@ -266,11 +264,10 @@ public final class S3Client: Sendable {
         payloadHash: String? = nil, body: Range<Int64>? = nil, xml: [UInt8]? = nil, logger: Logger,
         progress: @escaping @Sendable (Int64) -> Void = { _ in }
     ) async -> Exchange {
-        guard let (address, query) = S3ObjectAddress.parse(url) else { return Exchange(outcome: .failed("not an S3 URL"), bytesSent: 0) }
         let hash = payloadHash ?? xml.map { SHA256.hash(data: $0).hex } ?? SigV4Signer.emptyPayloadHash
-        let signed = transfer.signer.signedHeaders(
-            method: method, path: address.path, query: query, headers: [("Host", address.host)] + headers, payloadHash: hash,
-            at: transfer.clock())
+        guard let signed = transfer.signer.signedHeaders(method: method, url: url, headers: headers, payloadHash: hash, at: transfer.clock()) else {
+            return Exchange(outcome: .failed("not an S3 URL"), bytesSent: 0)
+        }
         let request: UploadRequest
         if let body {
             let contentType = HTTPHeaders.value("Content-Type", in: signed)

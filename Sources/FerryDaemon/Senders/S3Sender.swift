@@ -65,16 +65,17 @@ struct S3Sender: Sender {
             return SendResult(report: .refused("the file is larger than S3's largest object (5 TiB)"), requested: false)
         }
         let key = endpointKey
-        var known = job.upload.flatMap { $0.endpointKey == key ? $0 : nil }
+        let multipart = length >= settings.multipartThreshold
+        let known = job.upload.flatMap { $0.endpointKey == key && multipart ? $0 : nil }
         if let stale = job.upload, known == nil {
-            // Made under other settings: abort it, so its parts are not left behind, and start afresh.
+            // Made under other settings (or the file is now below multipart_threshold): abort it, so
+            // its parts are not left behind, and start afresh.
             await client.abort(uploadURL: stale.url, signer: signer, clock: Self.clock, logger: logger)
             try await store.recordUpload(job, nil, now: Date())
         }
         let partSize = settings.partSize(forLength: length)
         let machineSettings = S3UploadMachine.Settings(
             length: length, partSize: partSize, multipartThreshold: settings.multipartThreshold, endpointKey: key, checksum: checksum)
-        if length < settings.multipartThreshold { known = nil }
         let knownParts = known == nil ? [] : try await store.uploadParts(of: job)
         // The object's address: the recorded upload's (its key was rendered then), or from the key template.
         let digest = DigestOnce(source: source, io: io)
@@ -100,7 +101,7 @@ struct S3Sender: Sender {
             known: known, knownParts: knownParts, clock: Self.clock)
         let total = machineSettings.partCount
         tracker.sending(total: length, confirmed: known?.offset)
-        if length >= settings.multipartThreshold { tracker.parts(confirmed: knownParts.count, total: total) }
+        if multipart { tracker.parts(confirmed: knownParts.count, total: total) }
         let result = try await client.send(transfer, logger: logger, record: { [store] change in
             switch change {
             case .upload(let upload, let parts):
