@@ -46,6 +46,11 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-system", from: "1.8.0"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
+        // Structured field values (RFC 9651): the resumable upload draft's Upload-Complete, Upload-Limit.
+        .package(url: "https://github.com/apple/swift-http-structured-headers", from: "1.7.0"),
+        // Tests only: NIOResumableUpload, a server of the resumable upload draft (interop 3, 5, 6).
+        .package(url: "https://github.com/apple/swift-nio-extras", from: "1.35.0"),
+        .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
         // Tests only: an independent multipart parser to check the encoder against.
         .package(url: "https://github.com/vapor/multipart-kit", from: "4.7.0"),
     ],
@@ -106,6 +111,7 @@ let package = Package(
                 "FerryS3",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "RawStructuredFieldValues", package: "swift-http-structured-headers"),
             ]
         ),
         .target(
@@ -199,6 +205,22 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
+        ),
+        // Tests only: a server of the resumable upload draft built on swift-nio-extras'
+        // NIOResumableUpload (interop 6), which the integration tests start on 127.0.0.1.
+        .executableTarget(
+            name: "nio-resumable-server",
+            dependencies: [
+                .product(name: "NIOResumableUpload", package: "swift-nio-extras"),
+                .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
+                .product(name: "NIOHTTPTypesHTTP1", package: "swift-nio-extras"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            path: "Tests/NIOResumableServer"
         ),
         .target(
             name: "FerryTestSupport",

@@ -9,7 +9,6 @@ extension ConfigurationLoader {
 
         init(reading reader: TableReader) {
             method = Self.readMethod(reader, default: "POST")
-            TusKeys.refuseChunkSize(in: reader)
             fileField = reader.string("file_field") ?? "file"
             _ = reader.context.checkHeaderText(fileField, what: "the field name", at: reader.path.appending("file_field"), allowEmpty: false)
         }
@@ -18,13 +17,6 @@ extension ConfigurationLoader {
         func checkField(named name: String, at path: KeyPath, context: LoadContext) {
             if name == fileField {
                 context.report(path, "field \"\(name)\" has the same name as file_field")
-            }
-        }
-
-        /// Refuses `file_field` in a spool of another protocol.
-        static func refuseFileField(in reader: TableReader, uploadProtocol: UploadProtocol) {
-            if reader.table["file_field"] != nil {
-                reader.context.report(reader.path.appending("file_field"), "file_field applies only to protocol \"multipart\" (this spool uses \"\(uploadProtocol.rawValue)\")")
             }
         }
     }

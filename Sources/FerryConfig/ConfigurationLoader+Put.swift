@@ -10,8 +10,6 @@ extension ConfigurationLoader {
 
         init(reading reader: TableReader) {
             method = Self.readMethod(reader, default: "PUT")
-            TusKeys.refuseChunkSize(in: reader)
-            MultipartKeys.refuseFileField(in: reader, uploadProtocol: .put)
             if reader.table["fields"] != nil {
                 reader.context.report(reader.path.appending("fields"), "fields are not sent by protocol \"put\" (the body is the file alone); use headers, or protocol \"multipart\" or \"tus\" (tus sends them as Upload-Metadata)")
             }

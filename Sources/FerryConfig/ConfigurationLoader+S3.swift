@@ -24,8 +24,6 @@ extension ConfigurationLoader {
             if reader.string("method") != nil {
                 context.report(reader.path.appending("method"), "method does not apply to protocol \"s3\" (it speaks S3's own requests); remove it")
             }
-            TusKeys.refuseChunkSize(in: reader)
-            MultipartKeys.refuseFileField(in: reader, uploadProtocol: .s3)
             let addressingText = reader.string("addressing")
             var addressing: S3Settings.Addressing?
             if let addressingText {

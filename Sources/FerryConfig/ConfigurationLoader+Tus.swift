@@ -21,7 +21,6 @@ extension ConfigurationLoader {
                 reader.context.report(reader.path.appending("method"), "method does not apply to protocol \"tus\" (it creates uploads with POST and sends them with PATCH); remove it")
             }
             chunkSize = reader.size("chunk_size", minimum: 64 * 1024)
-            MultipartKeys.refuseFileField(in: reader, uploadProtocol: .tus)
         }
 
         /// A field becomes an `Upload-Metadata` key.
@@ -36,13 +35,6 @@ extension ConfigurationLoader {
         func checkHeader(named name: String, at path: KeyPath, context: LoadContext) {
             if Self.protocolHeaders.contains(name.lowercased()) {
                 context.report(path, "header \(name) is part of the tus protocol, which Ferry speaks itself; remove it")
-            }
-        }
-
-        /// Refuses `chunk_size` in a spool of another protocol.
-        static func refuseChunkSize(in reader: TableReader) {
-            if reader.table["chunk_size"] != nil {
-                reader.context.report(reader.path.appending("chunk_size"), "chunk_size applies only to protocol \"tus\"")
             }
         }
     }

@@ -44,17 +44,13 @@ extension SpoolConfiguration {
             if let value = UploadProtocol(rawValue: text.lowercased()) {
                 uploadProtocol = value
             } else {
-                context.report(reader.path.appending("protocol"), "protocol must be \"multipart\", \"put\", \"tus\" or \"s3\", not \"\(text)\"")
+                context.report(reader.path.appending("protocol"), "protocol must be \"multipart\", \"put\", \"tus\", \"s3\" or \"resumable\", not \"\(text)\"")
             }
         }
         let protocolKeys = uploadProtocol.configurationKeys
         let url = Self.readURL(reader, namesFile: protocolKeys.urlNamesFile)
         let keys = protocolKeys.init(reading: reader)
-        if uploadProtocol != .s3 {
-            for key in ConfigurationLoader.S3Keys.keys.subtracting(protocolKeys.keys).sorted() where reader.table[key] != nil {
-                context.report(reader.path.appending(key), "\(key) applies only to protocol \"s3\" (this spool uses \"\(uploadProtocol.rawValue)\")")
-            }
-        }
+        Self.refuseOtherProtocolsKeys(reader, uploadProtocol: uploadProtocol)
         let fileContentType = reader.string("file_content_type")
         if let fileContentType {
             _ = context.checkHeaderText(fileContentType, what: "the content type", at: reader.path.appending("file_content_type"), allowEmpty: false)
@@ -90,7 +86,22 @@ extension SpoolConfiguration {
             method: keys.method, chunkSize: keys.chunkSize, fileField: keys.fileField, fileContentType: fileContentType, settle: settle,
             afterUpload: afterUpload, sentDirectory: sentDirectory, failedDirectory: failedDirectory, fields: fields, headers: headers,
             retry: retry, caFile: caFile, connectTimeout: connectTimeout, noProgressTimeout: noProgressTimeout,
-            sendHeadersTo: sendHeadersTo, trustsEarlyAnswers: trustsEarlyAnswers, s3: keys.s3)
+            sendHeadersTo: sendHeadersTo, trustsEarlyAnswers: trustsEarlyAnswers, s3: keys.s3,
+            resumableInterop: keys.resumableInterop)
+    }
+
+    /// Reports each key of another protocol that this spool's protocol does not read, naming the
+    /// protocols it belongs to (`method` is left to the readers of tus and s3, which say why).
+    static func refuseOtherProtocolsKeys(_ reader: TableReader, uploadProtocol: UploadProtocol) {
+        let own = uploadProtocol.configurationKeys.keys
+        var owners: [String: [UploadProtocol]] = [:]
+        for other in UploadProtocol.allCases where other != uploadProtocol {
+            for key in other.configurationKeys.keys.subtracting(own) where key != "method" { owners[key, default: []].append(other) }
+        }
+        for (key, protocols) in owners.sorted(by: { $0.key < $1.key }) where reader.table[key] != nil {
+            let names = protocols.map { "\"\($0.rawValue)\"" }.joined(separator: " or ")
+            reader.context.report(reader.path.appending(key), "\(key) applies only to protocol \(names) (this spool uses \"\(uploadProtocol.rawValue)\")")
+        }
     }
 
     /// Why ferryd could not create the missing spool directory `path` (its nearest existing parent is

@@ -47,6 +47,8 @@ public struct SpoolConfiguration: Sendable, Equatable {
     public var sendHeadersTo: [HTTPOrigin]
     /// `protocol = "s3"`: the bucket, key template, credentials and part layout.
     public var s3: S3Settings?
+    /// `protocol = "resumable"`: the draft revision (`Upload-Draft-Interop-Version`) the server speaks.
+    public var resumableInterop: ResumableInteropVersion?
 
     public init(
         name: String, directory: String, recursive: Bool = false, url: ValueTemplate,
@@ -54,9 +56,11 @@ public struct SpoolConfiguration: Sendable, Equatable {
         afterUpload: AfterUpload = .delete, sentDirectory: String? = nil, failedDirectory: String? = nil,
         fields: [NamedValue] = [], headers: [NamedValue] = [], retry: RetryPolicy = RetryPolicy(),
         caFile: String? = nil, connectTimeout: Duration = .seconds(10), noProgressTimeout: Duration = .seconds(60),
-        sendHeadersTo: [HTTPOrigin] = [], trustsEarlyAnswers: Bool = false, s3: S3Settings? = nil
+        sendHeadersTo: [HTTPOrigin] = [], trustsEarlyAnswers: Bool = false, s3: S3Settings? = nil,
+        resumableInterop: ResumableInteropVersion? = nil
     ) {
         self.s3 = s3
+        self.resumableInterop = resumableInterop ?? (uploadProtocol == .resumable ? .latest : nil)
         self.sendHeadersTo = sendHeadersTo
         self.trustsEarlyAnswers = trustsEarlyAnswers
         self.name = name

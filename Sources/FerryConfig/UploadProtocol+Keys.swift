@@ -6,6 +6,7 @@ extension UploadProtocol {
         case .put: ConfigurationLoader.PutKeys.self
         case .tus: ConfigurationLoader.TusKeys.self
         case .s3: ConfigurationLoader.S3Keys.self
+        case .resumable: ConfigurationLoader.ResumableKeys.self
         }
     }
 }

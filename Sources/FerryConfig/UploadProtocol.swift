@@ -14,4 +14,9 @@ public enum UploadProtocol: String, Sendable, CaseIterable {
     /// SigV4; large files as multipart uploads whose confirmed parts are kept in the queue, so a
     /// restart sends only the parts the server lacks.
     case s3
+    /// The IETF draft "Resumable Uploads for HTTP" (the successor of tus that Apple's URLSession
+    /// speaks): an upload created with `POST` or `PUT` and continued with `PATCH`; its URL and the
+    /// offset the server confirmed are kept in the queue. A server that does not offer resumption
+    /// gets an ordinary upload of the whole file.
+    case resumable
 }

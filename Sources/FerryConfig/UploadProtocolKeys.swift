@@ -20,6 +20,8 @@ protocol UploadProtocolKeys {
     var fileField: String { get }
     /// The bucket, key and signing of an S3 spool.
     var s3: S3Settings? { get }
+    /// The draft revision a resumable spool speaks.
+    var resumableInterop: ResumableInteropVersion? { get }
 
     /// Checks the name of a `[spool.fields]` entry, beyond what every field needs.
     func checkField(named name: String, at path: KeyPath, context: LoadContext)
@@ -32,6 +34,7 @@ extension UploadProtocolKeys {
     var chunkSize: Int64? { nil }
     var fileField: String { "file" }
     var s3: S3Settings? { nil }
+    var resumableInterop: ResumableInteropVersion? { nil }
     func checkField(named name: String, at path: KeyPath, context: LoadContext) {}
     func checkHeader(named name: String, at path: KeyPath, context: LoadContext) {}
 

@@ -55,16 +55,6 @@ public struct TusTransfer: Sendable {
     }
 }
 
-/// How a tus transfer ended: the report for ``AttemptDecider``, the bytes sent, and the upload as it
-/// stands (already recorded).
-public struct TusTransferResult: Sendable {
-    public var report: AttemptReport
-    public var bytesSent: Int64
-    public var upload: ResumableUpload?
-    /// Whether the confirmed offset moved forward.
-    public var progressed: Bool
-}
-
 /// A tus 1.0 client (tus.io/protocols/resumable-upload): core protocol plus the creation,
 /// creation-with-upload, checksum (sha1), expiration and termination extensions, on an ``Uploader``'s
 /// connection pool. It is the I/O shell around ``TusUploadMachine``, which decides every step: this
@@ -84,7 +74,7 @@ public final class TusClient: Sendable {
         _ transfer: TusTransfer, logger: Logger,
         record: @escaping @Sendable (ResumableUpload) async throws -> Void,
         progress: @escaping @Sendable (Int64) -> Void
-    ) async throws -> TusTransferResult {
+    ) async throws -> ResumableTransferResult {
         var machine = TusUploadMachine(
             settings: .init(endpoint: transfer.endpoint, length: transfer.length, chunkSize: transfer.chunkSize,
                             endpointKey: transfer.endpointKey),
@@ -95,7 +85,7 @@ public final class TusClient: Sendable {
             if Task.isCancelled, !action.isFinish { action = machine.cancel() }
             switch action {
             case .finish(let report):
-                return TusTransferResult(report: report, bytesSent: machine.bytesSent, upload: machine.upload, progressed: machine.progressed)
+                return ResumableTransferResult(report: report, bytesSent: machine.bytesSent, upload: machine.upload, progressed: machine.progressed)
             case .discover:
                 action = machine.discovered(await discover(transfer.endpoint, headers: transfer.headers, logger: logger))
             case .create(let bodyLength, let checksum, let sendsKey):

@@ -1,0 +1,60 @@
+import Crypto
+import FerryConfig
+import FerryDelivery
+import FerryMultipart
+import FerryQueue
+import FerrySystem
+import FerryTransport
+import Foundation
+import Logging
+
+/// `protocol = "resumable"`: the IETF draft "Resumable Uploads for HTTP". The upload's URL, the offset
+/// the server confirmed and its expiry are the job's resumable state (`ResumableUpload`, stored in
+/// the job's row), each change committed before the next request, so a cut connection or a restart
+/// resumes from the server's offset. The protocol itself is ``ResumableUploadMachine`` (the
+/// decisions) and ``ResumableClient`` (its I/O); this sender ties them to a job. The body is read from
+/// the spool file itself, as with `put`, and the URL may name the file.
+struct ResumableSender: Sender {
+    let configuration: SpoolConfiguration
+    let endpoint: Endpoint
+    let client: ResumableClient
+    let store: JobStore
+
+    var interop: ResumableInteropVersion { configuration.resumableInterop ?? .latest }
+
+    func send(_ job: Job, from source: SourceFile, tracker: UploadTracker, logger: Logger) async throws -> SendResult {
+        let url = url(for: job)
+        let key = endpointKey(url)
+        let known = job.upload.flatMap { $0.endpointKey == key ? $0 : nil }
+        let transfer = ResumableTransfer(
+            endpoint: url, method: configuration.method, endpointKey: key, headers: endpoint.headers, trustedOrigins: endpoint.trustedOrigins,
+            contentType: configuration.fileContentType ?? MediaType.forFilename(job.baseName), source: source,
+            chunkSize: configuration.chunkSize, interop: interop, known: known, idempotencyKey: job.id.rawValue)
+        tracker.sending(total: job.identity.size, confirmed: known?.offset)
+        let result = try await client.send(transfer, logger: logger, record: { [store] upload in
+            try await store.recordUpload(job, upload, now: Date())
+            tracker.confirmed(upload.offset)
+        }, progress: { tracker.sent($0) })
+        var report = result.report
+        if case .sourceChanged(nil) = report { report = .sourceChanged(source.currentVersion) }
+        return SendResult(report: report, bytesSent: result.bytesSent, progressed: result.progressed, upload: result.upload, recordsUpload: true)
+    }
+
+    func endUpload(of job: Job, logger: Logger) async {
+        guard let upload = job.upload, upload.endpointKey == endpointKey(url(for: job)) else { return }
+        await client.terminate(upload.url, headers: endpoint.headers(for: upload.url) + [("Upload-Draft-Interop-Version", interop.headerValue)], logger: logger)
+    }
+
+    /// The endpoint, or, when the URL names the file, the endpoint with those names filled in.
+    func url(for job: Job) -> String {
+        guard !configuration.url.placeholders.isEmpty else { return endpoint.url }
+        let placeholders = Placeholders(job: job, size: job.identity.size, modificationTime: job.identity.modificationTime)
+        return Endpoint.withoutUserInfo(placeholders.render(configuration.url, for: .url))
+    }
+
+    /// Names the endpoint and draft version an upload was created with: a digest, as the URL may hold
+    /// a secret. After either changes, an upload is not continued.
+    func endpointKey(_ url: String) -> String {
+        String(SHA256.hash(data: Data((interop.headerValue + " " + url).utf8)).hex.prefix(16))
+    }
+}

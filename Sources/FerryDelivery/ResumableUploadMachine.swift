@@ -1,0 +1,361 @@
+import FerryConfig
+import FerryQueue
+import Foundation
+
+/// One file's upload by the IETF draft "Resumable Uploads for HTTP" as a pure state machine: it says
+/// which request to make next (``Action``) and is told what each got (``Response``); the I/O shell
+/// (`ResumableClient` in FerryTransport) makes the requests and stores each new upload state before
+/// the next request. Tested with scripted answers, without a network.
+///
+///     small file, or a server that does not offer resumption:
+///       create(whole, Upload-Complete: ?1) ─▶ finish (the application's answer)
+///     a large file to a server that offers it (OPTIONS shows Upload-Limit):
+///       discover ─▶ create(empty, ?0) ─▶ record URL ─▶ append(?0) ─▶ record ─▶ … ─▶ append(?1) ─▶ finish
+///     a known upload (a cut, a restart):
+///       askOffset (HEAD) ─▶ record? ─▶ append … ; 404/410: create again; 409: askOffset
+///
+/// AsyncHTTPClient drops interim (1xx) responses, so the `104 Upload Resumption Supported` that
+/// carries the upload's URL during a creation is never seen: a large file is therefore created empty
+/// (`Upload-Complete: ?0`, whose final answer carries the URL) and appended afterwards, as the draft
+/// allows, and only to a resource whose `OPTIONS` answer showed it offers resumable uploads. Any
+/// other server gets the whole file in one request, so an empty or partial body is never sent to a
+/// server that could take it for the whole file.
+///
+/// Every loop the server can drive is bounded: creations, answers that do not take the bytes, and
+/// requests in a row that do not move the confirmed offset past its best.
+public struct ResumableUploadMachine: Sendable {
+    /// Files up to this long go whole in the creation request (``Settings/wholeBodyLimit``).
+    public static let defaultWholeBodyLimit: Int64 = 4 << 20
+    /// Requests in a row that may leave the confirmed offset where it was before the attempt ends.
+    public static let requestsWithoutProgressLimit = 16
+    /// A 413 halves the appends down to this.
+    public static let smallestAppend: Int64 = 64 << 10
+
+    private enum Phase: Sendable {
+        case ready, discovering, creating(whole: Bool), askingOffset(ResumableUpload)
+        case appending(ResumableUpload, length: Int64, complete: Bool), recording, terminating, finished
+    }
+
+    public let settings: Settings
+    /// The upload as it stands: URL, confirmed offset, expiry; `nil` when there is none to continue.
+    public private(set) var upload: ResumableUpload?
+    /// Request body bytes handed to connections so far.
+    public private(set) var bytesSent: Int64 = 0
+    /// The server's limits as last announced.
+    public private(set) var limit = UploadLimit()
+    private var notices: [Notice] = []
+    private let initialUpload: ResumableUpload?
+    private let now: Date
+    private var phase = Phase.ready
+    /// Whether the server is known to offer resumable uploads at the endpoint.
+    private var offered = false
+    /// Whether `upload.offset` came from the server during this attempt (else ask with HEAD).
+    private var current = false
+    /// The most sent in one append after a 413.
+    private var appendCeiling: Int64?
+    private var creations = 0, idleAnswers = 0
+    /// The offset a PATCH answered 409 at: if HEAD then reports the same offset, the server is busy
+    /// with the upload (an earlier request still holds it).
+    private var conflictAt: Int64?
+    private var bestOffset: Int64
+    private var requestsWithoutProgress = 0
+
+    /// `known`: the upload from an earlier attempt at the same endpoint, if any; `now`: to judge its expiry.
+    public init(settings: Settings, known: ResumableUpload?, now: Date) {
+        self.settings = settings
+        upload = known
+        initialUpload = known
+        bestOffset = known?.offset ?? 0
+        self.now = now
+    }
+
+    /// Whether the attempt moved the confirmed offset past where it began.
+    public var progressed: Bool { (upload?.offset ?? 0) > (initialUpload?.offset ?? 0) }
+
+    /// The notices since the last call.
+    public mutating func takeNotices() -> [Notice] {
+        defer { notices = [] }
+        return notices
+    }
+
+    // MARK: Events
+
+    public mutating func start() -> Action {
+        guard case .ready = phase else { preconditionFailure("start() called twice") }
+        if let expires = upload?.expires, expires <= now {
+            notices.append(.expired)
+            upload = nil
+        }
+        if let upload {
+            // The server offered resumption when the upload was made: ask where it stands.
+            offered = true
+            phase = .askingOffset(upload)
+            return .askOffset(url: upload.url)
+        }
+        if settings.length <= settings.wholeBodyLimit { return create() }
+        phase = .discovering
+        return .discover
+    }
+
+    /// What `OPTIONS` showed of the endpoint.
+    public mutating func discovered(_ discovery: Discovery) -> Action {
+        guard case .discovering = phase else { preconditionFailure("discovered() outside discovery") }
+        switch discovery {
+        case .failed(let message):
+            return finish(.noAnswer("asking the server whether it offers resumable uploads (OPTIONS): \(message)"))
+        case .notOffered:
+            notices.append(.notOffered)
+            return create()
+        case .offered(let found):
+            offered = true
+            limit = found
+            if let max = found.maxSize, settings.length > max {
+                return finish(.refused("the file (\(settings.length) bytes) is larger than the server accepts (Upload-Limit max-size=\(max))"))
+            }
+            return next()
+        }
+    }
+
+    public mutating func created(_ response: Response) -> Action {
+        guard case .creating(let whole) = phase else { preconditionFailure("created() outside creation") }
+        guard case .answer(let status, let headers, let body, let bytes) = response else { return ended(response) }
+        bytesSent += bytes
+        let location = HTTPHeaders.value("Location", in: headers).flatMap { TusUploadMachine.resolve($0, against: settings.endpoint) }
+        let success = (200..<300).contains(status)
+        // The whole file was sent: the answer is the application's (an ordinary server's too),
+        // unless a resumable server says it kept only part of it.
+        if whole, !(success && ResumableFields.completeness(in: headers) == false && location != nil) {
+            return finish(.answered(answer(status, headers, body)))
+        }
+        guard success else { return finish(.answered(answer(status, headers, body, during: "creating the upload"))) }
+        guard let location else {
+            return finish(.refused("""
+                the server answered the creation of a resumable upload (\(status)) without the upload's URL \
+                (Location), although its OPTIONS answer offered resumable uploads; check that the URL is the \
+                upload endpoint
+                """))
+        }
+        if settings.endpoint.lowercased().hasPrefix("https:"), location.lowercased().hasPrefix("http:") {
+            return finish(.refused("""
+                the server created the upload at an http:// URL although the endpoint is https:// (a server \
+                behind a TLS proxy that does not know it); Ferry does not send the file unencrypted
+                """))
+        }
+        offered = true
+        limit = limit.updated(with: UploadLimit(headers: headers, interop: settings.interop))
+        let offset = min(ResumableFields.integer("Upload-Offset", in: headers) ?? 0, settings.length)
+        let created = ResumableUpload(url: location, offset: offset, expires: expiry(), endpointKey: settings.endpointKey)
+        upload = created
+        current = ResumableFields.integer("Upload-Offset", in: headers) != nil || !whole
+        notices.append(.created(offset: offset))
+        counted(offset: offset)
+        phase = .recording
+        return .record(created)
+    }
+
+    public mutating func offsetAsked(_ response: Response) -> Action {
+        guard case .askingOffset(let asked) = phase else { preconditionFailure("offsetAsked() outside HEAD") }
+        guard case .answer(let status, let headers, let body, _) = response else { return ended(response) }
+        if [403, 404, 410].contains(status) {
+            notices.append(.lost(status: status))
+            upload = nil
+            counted(offset: nil)
+            return next()
+        }
+        guard (200..<300).contains(status) else {
+            return finish(.answered(answer(status, headers, body, during: "asking for the upload's offset")))
+        }
+        guard let offset = ResumableFields.integer("Upload-Offset", in: headers) else {
+            return finish(.noAnswer("the server's answer to HEAD had no Upload-Offset"))
+        }
+        let length = ResumableFields.integer("Upload-Length", in: headers)
+        let complete = ResumableFields.completeness(in: headers) == true
+        if complete, offset == settings.length, length == nil || length == settings.length {
+            // The upload was completed, and the answer to its last request lost (a cut, a crash).
+            notices.append(.completedEarlier)
+            return finish(.answered(ServerAnswer(status: 204, headers: headers, body: [])))
+        }
+        if complete || offset > settings.length || (length != nil && length != settings.length) {
+            notices.append(.mismatch(offset: offset, length: length))
+            upload = nil
+            counted(offset: nil)
+            if complete { return next() }
+            phase = .terminating
+            return .terminate(url: asked.url)
+        }
+        if let at = conflictAt, offset == at {
+            return finish(.noAnswer("""
+                the server reports the upload busy (409 at the offset it confirms): an earlier request \
+                may still hold it
+                """))
+        }
+        conflictAt = nil
+        current = true
+        counted(offset: offset)
+        notices.append(.resumed(offset: offset))
+        limit = limit.updated(with: UploadLimit(headers: headers, interop: settings.interop))
+        let updated = ResumableUpload(url: asked.url, offset: offset, expires: expiry() ?? asked.expires, endpointKey: asked.endpointKey)
+        upload = updated
+        guard updated != asked else { return next() }
+        phase = .recording
+        return .record(updated)
+    }
+
+    public mutating func appended(_ response: Response) -> Action {
+        guard case .appending(let sent, let length, let complete) = phase else { preconditionFailure("appended() outside PATCH") }
+        guard case .answer(let status, let headers, let body, let bytes) = response else { return ended(response) }
+        bytesSent += bytes
+        let base = sent.offset
+        let says = ResumableFields.completeness(in: headers)
+        switch status {
+        case 200..<300 where complete && says != false:
+            // The application's answer to the whole upload.
+            return finish(.answered(answer(status, headers, body)))
+        case 200..<300:
+            let offset = complete ? nil : ResumableFields.integer("Upload-Offset", in: headers) ?? base + length
+            guard let offset, offset > base, offset <= base + length else {
+                // The bytes were not taken, or the upload not completed: ask rather than assume, a few times.
+                idleAnswers += 1
+                counted(offset: nil)
+                if idleAnswers > 2 {
+                    return finish(.noAnswer("the server answered \(status) to PATCH without taking the bytes (or completing the upload)"))
+                }
+                current = false
+                return next()
+            }
+            idleAnswers = 0
+            counted(offset: offset)
+            limit = limit.updated(with: UploadLimit(headers: headers, interop: settings.interop))
+            let updated = ResumableUpload(url: sent.url, offset: offset, expires: expiry() ?? sent.expires, endpointKey: sent.endpointKey)
+            upload = updated
+            phase = .recording
+            return .record(updated)
+        case _ where complete && says == true:
+            // The upload is complete and the application refused it: a new attempt starts over.
+            upload = nil
+            return finish(.answered(answer(status, headers, body)))
+        case 409:
+            // Our offset is not the server's, or the server is busy with the upload: ask.
+            conflictAt = base
+            current = false
+            counted(offset: nil)
+            return next()
+        case 404, 410:
+            notices.append(.lost(status: status))
+            upload = nil
+            counted(offset: nil)
+            return next()
+        case 413 where length > Self.smallestAppend:
+            appendCeiling = max(Self.smallestAppend, length / 2)
+            notices.append(.appendTooLarge(length: length))
+            current = false
+            counted(offset: nil)
+            return next()
+        default:
+            return finish(.answered(answer(status, headers, body, during: "sending")))
+        }
+    }
+
+    /// The state from the last ``Action/record(_:)`` is durable.
+    public mutating func recorded() -> Action {
+        guard case .recording = phase else { preconditionFailure("recorded() without a record") }
+        return next()
+    }
+
+    /// The `DELETE` from the last ``Action/terminate(url:)`` is done (whatever it got).
+    public mutating func terminated() -> Action {
+        guard case .terminating = phase else { preconditionFailure("terminated() without a terminate") }
+        return next()
+    }
+
+    /// The attempt was cancelled (shutdown, hold, cancel).
+    public mutating func cancel() -> Action { finish(.stopped) }
+
+    // MARK: The loop
+
+    private mutating func next() -> Action {
+        if requestsWithoutProgress >= Self.requestsWithoutProgressLimit {
+            return finish(.noAnswer("""
+                the server answered \(requestsWithoutProgress) requests in a row without confirming more of the \
+                upload; trying again later
+                """))
+        }
+        guard let upload else { return create() }
+        if !current {
+            phase = .askingOffset(upload)
+            return .askOffset(url: upload.url)
+        }
+        let remaining = settings.length - upload.offset
+        var piece = [settings.chunkSize, limit.maxAppendSize, appendCeiling].compactMap { $0 }.reduce(remaining) { min($0, $1) }
+        if let least = limit.minAppendSize, piece < remaining, piece < least { piece = min(remaining, least) }
+        if piece <= 0, remaining > 0 {
+            return finish(.refused("the server allows no bytes in an append (Upload-Limit max-append-size=0)"))
+        }
+        let complete = piece == remaining
+        phase = .appending(upload, length: piece, complete: complete)
+        return .append(url: upload.url, offset: upload.offset, length: piece, complete: complete)
+    }
+
+    /// A new upload: empty and continued with appends where the server offers resumption and the
+    /// file is large, else the whole file in one request.
+    private mutating func create() -> Action {
+        creations += 1
+        if creations > 3 {
+            return finish(.noAnswer("the server kept losing the upload right after creating it"))
+        }
+        let whole = !offered || settings.length <= settings.wholeBodyLimit || limit.minSize.map { settings.length < $0 } == true
+        current = false
+        phase = .creating(whole: whole)
+        return .create(bodyLength: whole ? settings.length : 0, complete: whole)
+    }
+
+    /// A request that got no answer ends the attempt.
+    private mutating func ended(_ response: Response) -> Action {
+        switch response {
+        case .answer: preconditionFailure("an answer is not an end")
+        case .failed(let message, let bytes):
+            bytesSent += bytes
+            return finish(.noAnswer(message))
+        case .sourceChanged(let bytes):
+            bytesSent += bytes
+            return finish(.sourceChanged(nil))
+        case .cancelled(let bytes):
+            bytesSent += bytes
+            return finish(.stopped)
+        }
+    }
+
+    private mutating func finish(_ report: AttemptReport) -> Action {
+        phase = .finished
+        return .finish(report)
+    }
+
+    /// Counts a request toward the bound on requests without progress.
+    private mutating func counted(offset: Int64?) {
+        if let offset, offset > bestOffset {
+            bestOffset = offset
+            requestsWithoutProgress = 0
+        } else {
+            requestsWithoutProgress += 1
+        }
+    }
+
+    /// When the server forgets the upload, from its last announced lifetime.
+    private func expiry() -> Date? {
+        limit.lifetime.map { now.addingTimeInterval(TimeInterval($0)) }
+    }
+
+    private func answer(_ status: Int, _ headers: [(name: String, value: String)], _ body: [UInt8], during: String? = nil) -> ServerAnswer {
+        var hint: String?
+        if (400..<500).contains(status), let theirs = HTTPHeaders.value("Upload-Draft-Interop-Version", in: headers),
+           theirs != settings.interop.headerValue {
+            let known = ResumableInteropVersion.allCases.map(\.headerValue)
+            hint = known.contains(theirs)
+                ? "the server speaks interop version \(theirs) of the resumable upload draft: set interop_version = \(theirs)"
+                : "the server speaks interop version \(theirs) of the resumable upload draft, which Ferry does not (it speaks \(known.joined(separator: " and ")))"
+        } else if status == 413, settings.chunkSize == nil {
+            hint = "if a proxy limits request bodies, set chunk_size"
+        }
+        return ServerAnswer(status: status, headers: headers, body: body, during: during, hint: hint)
+    }
+}
