@@ -26,6 +26,12 @@ extension ResumableInteropVersion {
         }
     }
 
+    /// Whether the request that completes an upload with `PATCH` asks to close its connection
+    /// afterwards. swift-nio-extras 1.35's `NIOResumableUpload` (interop 3 to 6) stalls the next
+    /// `PATCH` that arrives on a connection where a `PATCH` completed another upload (it reads 256 KiB
+    /// of it and no more), so that connection is not reused; one new connection per large file.
+    public var closesConnectionAfterCompletingAppend: Bool { self == .v6 }
+
     /// Whether the answer to `OPTIONS` shows that the resource offers resumable uploads. Every
     /// version requires `Upload-Limit` there (`min-size=0` when the server sets no limits); interop
     /// 7 and 8 required `Accept-Patch: application/partial-upload` instead, also taken as an offer.

@@ -131,6 +131,7 @@ public final class ResumableClient: Sendable {
         headers.append(("Upload-Offset", String(range.lowerBound)))
         headers.append(("Upload-Complete", ResumableFields.boolean(complete)))
         headers.append(("Upload-Length", String(transfer.length)))
+        if complete, transfer.interop.closesConnectionAfterCompletingAppend { headers.append(("Connection", "close")) }
         let request = UploadRequest(
             url: url, method: "PATCH", headers: headers, bodyPath: range.isEmpty ? nil : transfer.source.procPath, bodyOffset: range.lowerBound,
             contentLength: Int64(range.count), contentType: ResumableFields.partialUpload, idempotencyKey: nil,

@@ -552,10 +552,10 @@ struct TemplateTests {
     @Test("Protocol options that do not fit are errors that say why")
     func protocolMistakes() {
         #expect(issues(minimalSpool + "\nprotocol = \"ftp\"").map(\.description) == [
-            "/etc/ferry/ferry.toml:5: spool[0].protocol: protocol must be \"multipart\", \"put\", \"tus\" or \"s3\", not \"ftp\"",
+            "/etc/ferry/ferry.toml:5: spool[0].protocol: protocol must be \"multipart\", \"put\", \"tus\", \"s3\" or \"resumable\", not \"ftp\"",
         ])
         #expect(issues(minimalSpool + "\nchunk_size = \"8MiB\"").map(\.description) == [
-            "/etc/ferry/ferry.toml:5: spool[0].chunk_size: chunk_size applies only to protocol \"tus\"",
+            "/etc/ferry/ferry.toml:5: spool[0].chunk_size: chunk_size applies only to protocol \"tus\" or \"resumable\" (this spool uses \"multipart\")",
         ])
         #expect(issues(minimalSpool + "\nprotocol = \"tus\"\nchunk_size = \"8 parsecs\"").map(\.description) == [
             "/etc/ferry/ferry.toml:6: spool[0].chunk_size: expected a size such as \"512KiB\", \"8MiB\" or \"1GiB\" (or a number of bytes), got \"8 parsecs\"",

@@ -15,6 +15,16 @@ func jobs(_ harness: DaemonHarness) async throws -> [Job] {
     return try await store.jobs(limit: 1000)
 }
 
+/// Waits until `count` jobs are in `state`; returns all jobs as they were then.
+func waitForState(_ harness: DaemonHarness, _ state: JobState, count: Int = 1, timeout: Duration = .seconds(120)) async throws -> [Job] {
+    var last: [Job] = []
+    try await waitUntil("\(count) job(s) \(state.rawValue) (states now: \(last.map(\.state.rawValue)))", timeout: timeout) {
+        last = try await jobs(harness)
+        return last.filter { $0.state == state }.count >= count
+    }
+    return last
+}
+
 func attempts(_ harness: DaemonHarness, _ job: Job) async throws -> [Attempt] {
     let store = try harness.queue()
     defer { try? store.close() }

@@ -51,15 +51,6 @@ struct S3ProtocolTests {
         ["FERRY_TEST_S3_SECRET": secret]
     }
 
-    func waitForState(_ harness: DaemonHarness, _ state: JobState, count: Int = 1, timeout: Duration = .seconds(120)) async throws -> [Job] {
-        var last: [Job] = []
-        try await waitUntil("\(count) job(s) \(state.rawValue) (states now: \(last.map(\.state.rawValue)))", timeout: timeout) {
-            last = try await jobs(harness)
-            return last.filter { $0.state == state }.count >= count
-        }
-        return last
-    }
-
     @Test("64 MiB in 8 MiB parts arrives whole, with the fields as metadata; nothing is left open", arguments: S3TestServer.Kind.allCases)
     func delivers(_ kind: S3TestServer.Kind) async throws {
         let size = 64 * Self.mib

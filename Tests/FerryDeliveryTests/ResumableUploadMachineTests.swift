@@ -1,0 +1,323 @@
+import FerryConfig
+import FerryDelivery
+import FerryQueue
+import Foundation
+import Testing
+
+/// Drives a ``ResumableUploadMachine`` with scripted answers: no network, no files. Files over 100
+/// bytes count as large (``ResumableUploadMachine/Settings/wholeBodyLimit``).
+struct ResumableScript {
+    static let now = Date(timeIntervalSince1970: 1_800_000_000)
+    var machine: ResumableUploadMachine
+    var actions: [ResumableUploadMachine.Action] = []
+
+    init(length: Int64 = 1000, chunkSize: Int64? = nil, known: ResumableUpload? = nil, interop: ResumableInteropVersion = .v9,
+         endpoint: String = "https://up.example/media") {
+        machine = ResumableUploadMachine(
+            settings: .init(endpoint: endpoint, length: length, chunkSize: chunkSize, endpointKey: "k", interop: interop, wholeBodyLimit: 100),
+            known: known, now: Self.now)
+        actions.append(machine.start())
+    }
+
+    var last: ResumableUploadMachine.Action { actions.last! }
+
+    mutating func step(_ next: (inout ResumableUploadMachine) -> ResumableUploadMachine.Action) {
+        actions.append(next(&machine))
+        while case .record = last { actions.append(machine.recorded()) }
+    }
+
+    static func answer(_ status: Int, _ headers: [String: String] = [:], body: String = "", sent: Int64 = 0) -> ResumableUploadMachine.Response {
+        .answer(status: status, headers: headers.map { (name: $0.key, value: $0.value) }, body: Array(body.utf8), bytesSent: sent)
+    }
+
+    /// Feeds `response` to whatever the last action asked for; records are acknowledged at once.
+    mutating func reply(_ response: ResumableUploadMachine.Response) {
+        switch last {
+        case .create: step { $0.created(response) }
+        case .askOffset: step { $0.offsetAsked(response) }
+        case .append: step { $0.appended(response) }
+        case .terminate: step { $0.terminated() }
+        default: Issue.record("no request pending: \(last)")
+        }
+    }
+
+    /// Discovery that found an offer with `limit` (an `Upload-Limit` value), then a creation answered
+    /// 201 at `/uploads/1`.
+    mutating func createdOffered(_ limit: String = "min-size=0", interop: ResumableInteropVersion = .v9) {
+        #expect(last == .discover)
+        step { $0.discovered(.offered(UploadLimit(limit, interop: interop)!)) }
+        #expect(last == .create(bodyLength: 0, complete: false))
+        reply(Self.answer(201, ["Location": "/uploads/1", "Upload-Complete": "?0", "Upload-Offset": "0"]))
+    }
+
+    var records: [ResumableUpload] {
+        actions.compactMap { if case .record(let upload) = $0 { upload } else { nil } }
+    }
+
+    var report: AttemptReport? {
+        if case .finish(let report) = last { return report }
+        return nil
+    }
+}
+
+@Suite("resumable upload machine (the IETF draft)")
+struct ResumableUploadMachineTests {
+    let url = "https://up.example/uploads/1"
+
+    @Test("a small file goes whole in one request with Upload-Complete: ?1, to any server, and its answer is the application's")
+    func smallFileWhole() {
+        for length: Int64 in [0, 1, 100] {
+            var script = ResumableScript(length: length)
+            #expect(script.last == .create(bodyLength: length, complete: true), "no OPTIONS for a small file")
+            script.reply(ResumableScript.answer(200, ["Content-Type": "application/json"], body: #"{"id":"7"}"#, sent: length))
+            #expect(script.report == .answered(ServerAnswer(status: 200, body: Array(#"{"id":"7"}"#.utf8), contentType: "application/json")))
+            #expect(script.records.isEmpty)
+        }
+    }
+
+    @Test("a large file to a server that offers resumption: empty creation, its URL recorded, one append, the application's answer")
+    func largeFileOffered() {
+        var script = ResumableScript()
+        script.createdOffered()
+        #expect(script.records == [ResumableUpload(url: url, offset: 0, endpointKey: "k")], "the URL is recorded before any byte is sent")
+        #expect(script.last == .append(url: url, offset: 0, length: 1000, complete: true))
+        // swift-nio-extras 1.35 answers the completing request with `Upload-Incomplete: ?0`.
+        script.reply(ResumableScript.answer(200, ["Upload-Incomplete": "?0", "Upload-Offset": "1000"], body: "ok", sent: 1000))
+        #expect(script.report == .answered(ServerAnswer(status: 200, body: Array("ok".utf8))))
+        #expect(script.machine.bytesSent == 1000)
+    }
+
+    @Test("a server whose OPTIONS answer does not offer resumption gets the whole file as an ordinary upload")
+    func notOffered() {
+        var script = ResumableScript()
+        script.step { $0.discovered(.notOffered) }
+        #expect(script.last == .create(bodyLength: 1000, complete: true))
+        script.reply(ResumableScript.answer(201, body: "stored", sent: 1000))
+        #expect(script.report == .answered(ServerAnswer(status: 201, body: Array("stored".utf8))))
+        var failing = ResumableScript()
+        failing.step { $0.discovered(.failed("connection refused")) }
+        #expect(failing.report == .noAnswer("asking the server whether it offers resumable uploads (OPTIONS): connection refused"))
+    }
+
+    @Test("appends follow chunk_size and the server's max-append-size and min-append-size; the last completes the upload")
+    func appendSizes() {
+        let cases: [(chunk: Int64?, limit: String, pieces: [Int64])] = [
+            (nil, "max-append-size=300", [300, 300, 300, 100]),
+            (400, "max-append-size=300", [300, 300, 300, 100]),
+            (250, "min-size=0", [250, 250, 250, 250]),
+            (100, "min-append-size=300", [300, 300, 300, 100]),
+            (nil, "max-append-size=600, min-append-size=100", [600, 400]),
+        ]
+        for (chunk, limit, pieces) in cases {
+            var script = ResumableScript(chunkSize: chunk)
+            script.createdOffered(limit)
+            var offset: Int64 = 0
+            for (index, piece) in pieces.enumerated() {
+                let complete = index == pieces.count - 1
+                #expect(script.last == .append(url: url, offset: offset, length: piece, complete: complete), "\(chunk ?? 0) \(limit)")
+                script.reply(complete ? ResumableScript.answer(200, ["Upload-Complete": "?1"])
+                                      : ResumableScript.answer(204, ["Upload-Complete": "?0", "Upload-Offset": String(offset + piece)]))
+                offset += piece
+            }
+            #expect(script.report?.isSuccessAnswer == true)
+            #expect(script.records.map(\.offset) == [0] + pieces.dropLast().reduce(into: [Int64]()) { $0.append(($0.last ?? 0) + $1) })
+        }
+    }
+
+    @Test("a file larger than the server's max-size is refused before a byte is sent")
+    func maxSize() {
+        var script = ResumableScript()
+        script.step { $0.discovered(.offered(UploadLimit(maxSize: 999))) }
+        #expect(script.report == .refused("the file (1000 bytes) is larger than the server accepts (Upload-Limit max-size=999)"))
+    }
+
+    @Test("a known upload is resumed from the offset HEAD reports, which may be less than was sent")
+    func resumes() {
+        var script = ResumableScript(known: ResumableUpload(url: url, offset: 700, endpointKey: "k"))
+        #expect(script.last == .askOffset(url: url), "no OPTIONS, no creation")
+        script.reply(ResumableScript.answer(204, ["Upload-Offset": "600", "Upload-Complete": "?0", "Cache-Control": "no-store"]))
+        #expect(script.records == [ResumableUpload(url: url, offset: 600, endpointKey: "k")])
+        #expect(script.last == .append(url: url, offset: 600, length: 400, complete: true))
+    }
+
+    @Test("what HEAD can say about a known upload", arguments: [
+        (404, ["Content-Length": "0"], "create"),
+        (410, [:], "create"),
+        (204, ["Upload-Offset": "1200", "Upload-Complete": "?0"], "terminate"),
+        (204, ["Upload-Offset": "10", "Upload-Complete": "?0", "Upload-Length": "999"], "terminate"),
+        (204, ["Upload-Offset": "1000", "Upload-Complete": "?1"], "done"),
+        (204, ["Upload-Offset": "10", "Upload-Complete": "?1"], "create"),
+        (204, ["Upload-Offset": "1000", "Upload-Complete": "?0"], "complete"),
+        (204, [:], "noAnswer"),
+        (503, ["Retry-After": "5"], "answered"),
+    ] as [(Int, [String: String], String)])
+    func headAnswers(status: Int, headers: [String: String], outcome: String) {
+        var script = ResumableScript(known: ResumableUpload(url: url, offset: 500, endpointKey: "k"))
+        script.reply(ResumableScript.answer(status, headers))
+        switch outcome {
+        case "create": #expect(script.last == .create(bodyLength: 0, complete: false), "a lost or finished upload is created again")
+        case "terminate":
+            #expect(script.last == .terminate(url: url))
+            script.reply(.failed("ignored", bytesSent: 0))
+            #expect(script.last == .create(bodyLength: 0, complete: false))
+        case "done": #expect(script.report?.isSuccessAnswer == true, "a completed upload whose last answer was lost is delivered")
+        case "complete": #expect(script.last == .append(url: url, offset: 1000, length: 0, complete: true), "all bytes there: complete it")
+        case "noAnswer": #expect(script.report == .noAnswer("the server's answer to HEAD had no Upload-Offset"))
+        default: #expect(script.report == .answered(ServerAnswer(status: 503, retryAfter: "5", during: "asking for the upload's offset")))
+        }
+    }
+
+    @Test("a 409 asks for the offset; the same offset again means the server is busy with the upload")
+    func conflict() {
+        var script = ResumableScript()
+        script.createdOffered()
+        script.reply(ResumableScript.answer(409, ["Upload-Offset": "0"]))
+        #expect(script.last == .askOffset(url: url))
+        script.reply(ResumableScript.answer(204, ["Upload-Offset": "300", "Upload-Complete": "?0"]))
+        #expect(script.last == .append(url: url, offset: 300, length: 700, complete: true))
+        script.reply(ResumableScript.answer(409))
+        script.reply(ResumableScript.answer(204, ["Upload-Offset": "300", "Upload-Complete": "?0"]))
+        #expect(script.report == .noAnswer("the server reports the upload busy (409 at the offset it confirms): an earlier request may still hold it"))
+    }
+
+    @Test("an append the server lost (404) starts the upload over; a 413 halves the appends")
+    func lostAndTooLarge() {
+        var lost = ResumableScript()
+        lost.createdOffered()
+        lost.reply(ResumableScript.answer(404))
+        #expect(lost.last == .create(bodyLength: 0, complete: false))
+        var large = ResumableScript(length: 1 << 20)
+        large.createdOffered()
+        large.reply(ResumableScript.answer(413))
+        #expect(large.last == .askOffset(url: url))
+        large.reply(ResumableScript.answer(204, ["Upload-Offset": "0", "Upload-Complete": "?0"]))
+        #expect(large.last == .append(url: url, offset: 0, length: 512 << 10, complete: false))
+    }
+
+    @Test("a completing append answered 2xx with Upload-Complete: ?0 is not taken as done; a refusal with ?1 forgets the upload")
+    func completion() {
+        var notDone = ResumableScript()
+        notDone.createdOffered()
+        notDone.reply(ResumableScript.answer(200, ["Upload-Complete": "?0", "Upload-Offset": "1000"]))
+        #expect(notDone.last == .askOffset(url: url))
+        var refused = ResumableScript()
+        refused.createdOffered()
+        refused.reply(ResumableScript.answer(422, ["Upload-Complete": "?1"], body: "bad image"))
+        #expect(refused.report == .answered(ServerAnswer(status: 422, body: Array("bad image".utf8))))
+        #expect(refused.machine.upload == nil, "the application refused the complete upload: a retry starts over")
+        var failed = ResumableScript()
+        failed.createdOffered()
+        failed.reply(ResumableScript.answer(503))
+        #expect(failed.report == .answered(ServerAnswer(status: 503, during: "sending")))
+        #expect(failed.machine.upload?.url == url, "a 503 without ?1 keeps the upload to resume")
+    }
+
+    @Test("creations that do not give a usable upload URL are refused with the reason")
+    func badCreations() {
+        var noLocation = ResumableScript()
+        noLocation.step { $0.discovered(.offered(UploadLimit())) }
+        noLocation.reply(ResumableScript.answer(201))
+        #expect(noLocation.report?.message?.contains("without the upload's URL (Location)") == true)
+        var downgrade = ResumableScript()
+        downgrade.step { $0.discovered(.offered(UploadLimit())) }
+        downgrade.reply(ResumableScript.answer(201, ["Location": "http://up.example/uploads/1"]))
+        #expect(downgrade.report?.message?.contains("does not send the file unencrypted") == true)
+        var refused = ResumableScript()
+        refused.step { $0.discovered(.offered(UploadLimit())) }
+        refused.reply(ResumableScript.answer(403, body: "no"))
+        #expect(refused.report == .answered(ServerAnswer(status: 403, body: Array("no".utf8), during: "creating the upload")))
+    }
+
+    @Test("a server of another draft version: the 400 says which interop_version to set")
+    func interopMismatch() {
+        var script = ResumableScript(length: 10)
+        script.reply(ResumableScript.answer(400, ["Upload-Draft-Interop-Version": "6"]))
+        #expect(script.report == .answered(ServerAnswer(
+            status: 400, hint: "the server speaks interop version 6 of the resumable upload draft: set interop_version = 6")))
+        var unknown = ResumableScript(length: 10, interop: .v6)
+        unknown.reply(ResumableScript.answer(400, ["Upload-Draft-Interop-Version": "7"]))
+        #expect(unknown.report.map { "\($0)".contains("which Ferry does not (it speaks 6 and 9)") } == true)
+    }
+
+    @Test("an expired upload is not continued; the server's lifetime limit sets the expiry that is recorded")
+    func expiry() {
+        let expired = ResumableScript(known: ResumableUpload(url: url, offset: 10, expires: ResumableScript.now, endpointKey: "k"))
+        #expect(expired.last == .discover)
+        var v9 = ResumableScript()
+        v9.createdOffered("max-age=3600")
+        #expect(v9.records.first?.expires == ResumableScript.now.addingTimeInterval(3600))
+        var v6 = ResumableScript(interop: .v6)
+        v6.createdOffered("expires=60", interop: .v6)
+        #expect(v6.records.first?.expires == ResumableScript.now.addingTimeInterval(60))
+    }
+
+    @Test("answers that never take the bytes end the attempt")
+    func bounded() {
+        var script = ResumableScript()
+        script.createdOffered()
+        for _ in 0..<40 {
+            guard script.report == nil else { break }
+            script.reply(ResumableScript.answer(script.last == .askOffset(url: url) ? 204 : 409,
+                                                ["Upload-Offset": "0", "Upload-Complete": "?0"]))
+        }
+        #expect(script.report != nil)
+        var idle = ResumableScript()
+        idle.createdOffered()
+        for _ in 0..<10 where idle.report == nil {
+            idle.reply(ResumableScript.answer(204, ["Upload-Offset": "0", "Upload-Complete": "?0"]))
+        }
+        #expect(idle.report.map { "\($0)".contains("without taking the bytes") || "\($0)".contains("busy") || "\($0)".contains("in a row") } == true)
+    }
+
+    @Test("Upload-Limit: integers by key, unknown keys ignored, a wrong type invalidates the field", arguments: [
+        ("max-size=1000, min-size=0, max-append-size=10, min-append-size=2, max-age=60", ResumableInteropVersion.v9,
+         UploadLimit(maxSize: 1000, minSize: 0, maxAppendSize: 10, minAppendSize: 2, lifetime: 60)),
+        ("min-size=0", .v9, UploadLimit(minSize: 0)),
+        ("expires=60", .v6, UploadLimit(lifetime: 60)),
+        ("expires=60", .v9, UploadLimit()),
+        ("max-age=60, future-key=?1", .v9, UploadLimit(lifetime: 60)),
+        ("max-size=?1", .v9, nil),
+        ("max-size=-5", .v9, nil),
+        ("max-size=1.5", .v9, nil),
+        ("not a dictionary (", .v9, nil),
+    ] as [(String, ResumableInteropVersion, UploadLimit?)])
+    func uploadLimit(text: String, interop: ResumableInteropVersion, expected: UploadLimit?) {
+        #expect(UploadLimit(text, interop: interop) == expected)
+    }
+
+    @Test("Completeness from Upload-Complete, or the older Upload-Incomplete, as structured Booleans", arguments: [
+        (["Upload-Complete": "?1"], true), (["Upload-Complete": "?0"], false), (["upload-complete": " ?1 "], true),
+        (["Upload-Incomplete": "?0"], true), (["Upload-Incomplete": "?1"], false), ([:], nil),
+        (["Upload-Complete": "1"], nil), (["Upload-Complete": "true"], nil),
+    ] as [([String: String], Bool?)])
+    func completeness(headers: [String: String], expected: Bool?) {
+        #expect(ResumableFields.completeness(in: headers.map { (name: $0.key, value: $0.value) }) == expected)
+    }
+
+    @Test("OPTIONS offers resumption with Upload-Limit (or interop 7-8's Accept-Patch), never on a 5xx")
+    func offers() {
+        let cases: [(Int, [String: String], Bool)] = [
+            (204, ["Upload-Limit": "min-size=0"], true), (200, ["Accept-Patch": "application/partial-upload"], true),
+            (404, ["Upload-Limit": "min-size=0"], true), (200, ["Allow": "POST"], false), (405, [:], false),
+            (503, ["Upload-Limit": "min-size=0"], false),
+        ]
+        for (status, headers, offered) in cases {
+            #expect(ResumableInteropVersion.v9.offersResumption(status: status, headers: headers.map { (name: $0.key, value: $0.value) }) == offered)
+        }
+    }
+}
+
+extension AttemptReport {
+    /// The text of a refusal or of a failure without an answer.
+    var message: String? {
+        switch self {
+        case .refused(let message), .noAnswer(let message): message
+        default: nil
+        }
+    }
+
+    var isSuccessAnswer: Bool {
+        if case .answered(let answer) = self { return answer.isSuccess }
+        return false
+    }
+}
