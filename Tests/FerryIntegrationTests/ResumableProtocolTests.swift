@@ -259,8 +259,9 @@ struct ResumableProtocolTests {
         try await withResumable(.nio, interop: 9) { harness, server, _ in
             try await harness.start()
             try harness.drop("photo.jpg", pseudoRandomBytes(1000, seed: 319))
-            _ = try await waitForState(harness, .failed)
-            let sidecar = try String(contentsOfFile: harness.spoolPath() + "/.failed/photo.jpg.error.json", encoding: .utf8)
+            let path = harness.spoolPath() + "/.failed/photo.jpg.error.json"
+            try await waitUntil("the file set aside with its reason") { fileExists(path) }
+            let sidecar = try String(contentsOfFile: path, encoding: .utf8)
             #expect(sidecar.contains("set interop_version = 6"), "\(sidecar)")
             #expect(try server.stats().completed.isEmpty)
         }
