@@ -142,7 +142,8 @@ struct PromiseTests {
             try await harness.start()
             try harness.drop("big.bin", pseudoRandomBytes(8 << 20, seed: 98))
             try await harness.waitForAccepted(1, timeout: .seconds(30))
-            let job = try #require(try await jobs(harness).first)
+            // The receiver stores the body before ferryd has its answer: wait for the outcome's record.
+            let job = try #require(try await waitForState(harness, .done, timeout: .seconds(30)).first)
             let history = try await attempts(harness, job)
             #expect(history.map(\.outcome) == [.retry, .success])
             #expect(history.first?.error?.contains("no progress") == true, "\(history.first?.error ?? "")")
