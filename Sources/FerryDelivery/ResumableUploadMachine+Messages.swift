@@ -52,14 +52,7 @@ extension ResumableUploadMachine {
     }
 
     /// What one request got.
-    public enum Response: Sendable {
-        case answer(status: Int, headers: [(name: String, value: String)], body: [UInt8], bytesSent: Int64)
-        /// No usable answer.
-        case failed(String, bytesSent: Int64)
-        /// The file is no longer the version being sent.
-        case sourceChanged(bytesSent: Int64)
-        case cancelled(bytesSent: Int64)
-    }
+    public typealias Response = RequestOutcome
 
     /// What `OPTIONS` showed of the endpoint.
     public enum Discovery: Sendable, Equatable {

@@ -26,8 +26,6 @@ import Foundation
 public struct ResumableUploadMachine: Sendable {
     /// Files up to this long go whole in the creation request (``Settings/wholeBodyLimit``).
     public static let defaultWholeBodyLimit: Int64 = 4 << 20
-    /// Requests in a row that may leave the confirmed offset where it was before the attempt ends.
-    public static let requestsWithoutProgressLimit = 16
     /// A 413 halves the appends down to this.
     public static let smallestAppend: Int64 = 64 << 10
 
@@ -57,15 +55,14 @@ public struct ResumableUploadMachine: Sendable {
     /// The offset a PATCH answered 409 at: if HEAD then reports the same offset, the server is busy
     /// with the upload (an earlier request still holds it).
     private var conflictAt: Int64?
-    private var bestOffset: Int64
-    private var requestsWithoutProgress = 0
+    private var progress: ProgressBound
 
     /// `known`: the upload from an earlier attempt at the same endpoint, if any; `now`: to judge its expiry.
     public init(settings: Settings, known: ResumableUpload?, now: Date) {
         self.settings = settings
         upload = known
         initialUpload = known
-        bestOffset = known?.offset ?? 0
+        progress = ProgressBound(start: known?.offset ?? 0)
         self.now = now
     }
 
@@ -148,7 +145,7 @@ public struct ResumableUploadMachine: Sendable {
         upload = created
         current = ResumableFields.integer("Upload-Offset", in: headers) != nil || !whole
         notices.append(.created(offset: offset))
-        counted(offset: offset)
+        progress.count(offset: offset)
         phase = .recording
         return .record(created)
     }
@@ -159,7 +156,7 @@ public struct ResumableUploadMachine: Sendable {
         if [403, 404, 410].contains(status) {
             notices.append(.lost(status: status))
             upload = nil
-            counted(offset: nil)
+            progress.count(offset: nil)
             return next()
         }
         guard (200..<300).contains(status) else {
@@ -178,7 +175,7 @@ public struct ResumableUploadMachine: Sendable {
         if complete || offset > settings.length || (length != nil && length != settings.length) {
             notices.append(.mismatch(offset: offset, length: length))
             upload = nil
-            counted(offset: nil)
+            progress.count(offset: nil)
             if complete { return next() }
             phase = .terminating
             return .terminate(url: asked.url)
@@ -191,7 +188,7 @@ public struct ResumableUploadMachine: Sendable {
         }
         conflictAt = nil
         current = true
-        counted(offset: offset)
+        progress.count(offset: offset)
         notices.append(.resumed(offset: offset))
         limit = limit.updated(with: UploadLimit(headers: headers, interop: settings.interop))
         let updated = ResumableUpload(url: asked.url, offset: offset, expires: expiry() ?? asked.expires, endpointKey: asked.endpointKey)
@@ -216,7 +213,7 @@ public struct ResumableUploadMachine: Sendable {
             guard let offset, offset > base, offset <= base + length else {
                 // The bytes were not taken, or the upload not completed: ask rather than assume, a few times.
                 idleAnswers += 1
-                counted(offset: nil)
+                progress.count(offset: nil)
                 if idleAnswers > 2 {
                     return finish(.noAnswer("the server answered \(status) to PATCH without taking the bytes (or completing the upload)"))
                 }
@@ -224,7 +221,7 @@ public struct ResumableUploadMachine: Sendable {
                 return next()
             }
             idleAnswers = 0
-            counted(offset: offset)
+            progress.count(offset: offset)
             limit = limit.updated(with: UploadLimit(headers: headers, interop: settings.interop))
             let updated = ResumableUpload(url: sent.url, offset: offset, expires: expiry() ?? sent.expires, endpointKey: sent.endpointKey)
             upload = updated
@@ -238,18 +235,18 @@ public struct ResumableUploadMachine: Sendable {
             // Our offset is not the server's, or the server is busy with the upload: ask.
             conflictAt = base
             current = false
-            counted(offset: nil)
+            progress.count(offset: nil)
             return next()
         case 404, 410:
             notices.append(.lost(status: status))
             upload = nil
-            counted(offset: nil)
+            progress.count(offset: nil)
             return next()
         case 413 where length > Self.smallestAppend:
             appendCeiling = max(Self.smallestAppend, length / 2)
             notices.append(.appendTooLarge(length: length))
             current = false
-            counted(offset: nil)
+            progress.count(offset: nil)
             return next()
         default:
             return finish(.answered(answer(status, headers, body, during: "sending")))
@@ -274,12 +271,7 @@ public struct ResumableUploadMachine: Sendable {
     // MARK: The loop
 
     private mutating func next() -> Action {
-        if requestsWithoutProgress >= Self.requestsWithoutProgressLimit {
-            return finish(.noAnswer("""
-                the server answered \(requestsWithoutProgress) requests in a row without confirming more of the \
-                upload; trying again later
-                """))
-        }
+        if let exhausted = progress.exhausted { return finish(.noAnswer(exhausted)) }
         guard let upload else { return create() }
         if !current {
             phase = .askingOffset(upload)
@@ -311,18 +303,9 @@ public struct ResumableUploadMachine: Sendable {
 
     /// A request that got no answer ends the attempt.
     private mutating func ended(_ response: Response) -> Action {
-        switch response {
-        case .answer: preconditionFailure("an answer is not an end")
-        case .failed(let message, let bytes):
-            bytesSent += bytes
-            return finish(.noAnswer(message))
-        case .sourceChanged(let bytes):
-            bytesSent += bytes
-            return finish(.sourceChanged(nil))
-        case .cancelled(let bytes):
-            bytesSent += bytes
-            return finish(.stopped)
-        }
+        guard let (report, bytes) = response.ending else { preconditionFailure("an answer is not an end") }
+        bytesSent += bytes
+        return finish(report)
     }
 
     private mutating func finish(_ report: AttemptReport) -> Action {
@@ -330,15 +313,6 @@ public struct ResumableUploadMachine: Sendable {
         return .finish(report)
     }
 
-    /// Counts a request toward the bound on requests without progress.
-    private mutating func counted(offset: Int64?) {
-        if let offset, offset > bestOffset {
-            bestOffset = offset
-            requestsWithoutProgress = 0
-        } else {
-            requestsWithoutProgress += 1
-        }
-    }
 
     /// When the server forgets the upload, from its last announced lifetime.
     private func expiry() -> Date? {

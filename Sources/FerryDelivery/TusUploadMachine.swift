@@ -54,14 +54,7 @@ public struct TusUploadMachine: Sendable {
     }
 
     /// What one request got.
-    public enum Response: Sendable {
-        case answer(status: Int, headers: [(name: String, value: String)], body: [UInt8], bytesSent: Int64)
-        /// No usable answer.
-        case failed(String, bytesSent: Int64)
-        /// The file is no longer the version being sent.
-        case sourceChanged(bytesSent: Int64)
-        case cancelled(bytesSent: Int64)
-    }
+    public typealias Response = RequestOutcome
 
     /// Things worth a log line that the machine noticed.
     public enum Notice: Sendable, Equatable {
@@ -77,7 +70,7 @@ public struct TusUploadMachine: Sendable {
     /// answer brings the upload's URL, and until then a cut connection loses what was sent.
     public static let creationBodyLimit: Int64 = 4 << 20
     /// Requests in a row that may leave the confirmed offset where it was before the attempt ends.
-    public static let requestsWithoutProgressLimit = 16
+    public static let requestsWithoutProgressLimit = ProgressBound.limit
 
     private enum Phase: Sendable {
         case ready, discovering, creating(bodyLength: Int64), askingOffset(ResumableUpload)
@@ -100,15 +93,14 @@ public struct TusUploadMachine: Sendable {
     /// The offset a PATCH answered 409 at: if HEAD then reports the same offset, the server is busy
     /// with the upload (an earlier request still holds it), not at another offset.
     private var conflictAt: Int64?
-    private var bestOffset: Int64
-    private var requestsWithoutProgress = 0
+    private var progress: ProgressBound
 
     /// `known`: the upload from an earlier attempt, if any; `now`: to judge its expiry.
     public init(settings: Settings, known: ResumableUpload?, now: Date) {
         self.settings = settings
         upload = known
         initialUpload = known
-        bestOffset = known?.offset ?? 0
+        progress = ProgressBound(start: known?.offset ?? 0)
         self.now = now
     }
 
@@ -175,7 +167,7 @@ public struct TusUploadMachine: Sendable {
         upload = created
         current = confirmed != nil || withBody == 0
         notices.append(.created(offset: created.offset))
-        counted(offset: created.offset)
+        progress.count(offset: created.offset)
         phase = .recording(then: nil)
         return .record(created)
     }
@@ -186,7 +178,7 @@ public struct TusUploadMachine: Sendable {
         if [403, 404, 410].contains(status) {
             notices.append(.lost(status: status))
             upload = nil
-            counted(offset: nil)
+            progress.count(offset: nil)
             return next()
         }
         guard (200..<300).contains(status) else {
@@ -199,7 +191,7 @@ public struct TusUploadMachine: Sendable {
         if offset > settings.length || (length != nil && length != settings.length) {
             notices.append(.mismatch(offset: offset, length: length))
             upload = nil
-            counted(offset: nil)
+            progress.count(offset: nil)
             phase = .terminating
             return .terminate(url: asked.url)
         }
@@ -211,7 +203,7 @@ public struct TusUploadMachine: Sendable {
         }
         conflictAt = nil
         current = true
-        counted(offset: offset)
+        progress.count(offset: offset)
         notices.append(.resumed(offset: offset))
         let updated = ResumableUpload(url: asked.url, offset: offset, expires: Self.expiry(headers) ?? asked.expires, endpointKey: asked.endpointKey)
         upload = updated
@@ -231,7 +223,7 @@ public struct TusUploadMachine: Sendable {
             guard let offset, offset > base, offset <= base + length else {
                 // No offset, or one that did not move: ask rather than assume, a few times.
                 idleAnswers += 1
-                counted(offset: nil)
+                progress.count(offset: nil)
                 if idleAnswers > 2 {
                     return finish(.noAnswer("""
                         the server answered \(status) to PATCH without taking the bytes (Upload-Offset \
@@ -243,7 +235,7 @@ public struct TusUploadMachine: Sendable {
             }
             idleAnswers = 0
             checksumFailures = 0
-            counted(offset: offset)
+            progress.count(offset: offset)
             let updated = ResumableUpload(url: sent.url, offset: offset, expires: Self.expiry(headers) ?? sent.expires, endpointKey: sent.endpointKey)
             upload = updated
             phase = .recording(then: offset >= settings.length ? .finish(.answered(answer(status, headers, []))) : nil)
@@ -252,14 +244,14 @@ public struct TusUploadMachine: Sendable {
             // Our offset is not the server's, or the server is busy with the upload: ask.
             conflictAt = base
             current = false
-            counted(offset: nil)
+            progress.count(offset: nil)
             return next()
         case 423:
             return finish(.answered(answer(status, headers, body, during: "sending (the upload is locked)")))
         case 460:
             checksumFailures += 1
             notices.append(.checksumMismatch)
-            counted(offset: nil)
+            progress.count(offset: nil)
             if checksumFailures > 2 {
                 return finish(.noAnswer("the server reported a checksum mismatch (460) three times in a row"))
             }
@@ -268,7 +260,7 @@ public struct TusUploadMachine: Sendable {
         case 404, 410:
             notices.append(.lost(status: status))
             upload = nil
-            counted(offset: nil)
+            progress.count(offset: nil)
             return next()
         default:
             return finish(.answered(answer(status, headers, body, during: "sending")))
@@ -297,12 +289,7 @@ public struct TusUploadMachine: Sendable {
     // MARK: The loop
 
     private mutating func next() -> Action {
-        if requestsWithoutProgress >= Self.requestsWithoutProgressLimit {
-            return finish(.noAnswer("""
-                the server answered \(requestsWithoutProgress) requests in a row without confirming more of the \
-                upload; trying again later
-                """))
-        }
+        if let exhausted = progress.exhausted { return finish(.noAnswer(exhausted)) }
         guard let upload else {
             // Create the upload. The old one, if any, stays on record until a new one exists.
             creations += 1
@@ -335,18 +322,9 @@ public struct TusUploadMachine: Sendable {
 
     /// A request that got no answer ends the attempt.
     private mutating func ended(_ response: Response) -> Action {
-        switch response {
-        case .answer: preconditionFailure("an answer is not an end")
-        case .failed(let message, let bytes):
-            bytesSent += bytes
-            return finish(.noAnswer(message))
-        case .sourceChanged(let bytes):
-            bytesSent += bytes
-            return finish(.sourceChanged(nil))
-        case .cancelled(let bytes):
-            bytesSent += bytes
-            return finish(.stopped)
-        }
+        guard let (report, bytes) = response.ending else { preconditionFailure("an answer is not an end") }
+        bytesSent += bytes
+        return finish(report)
     }
 
     private mutating func finish(_ report: AttemptReport) -> Action {
@@ -354,15 +332,6 @@ public struct TusUploadMachine: Sendable {
         return .finish(report)
     }
 
-    /// Counts a request toward the bound on requests without progress.
-    private mutating func counted(offset: Int64?) {
-        if let offset, offset > bestOffset {
-            bestOffset = offset
-            requestsWithoutProgress = 0
-        } else {
-            requestsWithoutProgress += 1
-        }
-    }
 
     private func answer(_ status: Int, _ headers: [(name: String, value: String)], _ body: [UInt8], during: String? = nil) -> ServerAnswer {
         let hint = status == 413 && settings.chunkSize == nil ? "if a proxy limits request bodies, set chunk_size" : nil

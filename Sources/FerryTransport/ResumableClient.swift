@@ -92,7 +92,7 @@ public final class ResumableClient: Sendable {
             case .askOffset(let url):
                 var headers = transfer.headers(for: url)
                 headers.append(("Cache-Control", "no-store"))
-                action = machine.offsetAsked(Self.response(await uploader.send(.bodiless(url: url, method: "HEAD", headers: headers), logger: logger)))
+                action = machine.offsetAsked(RequestOutcome(await uploader.send(.bodiless(url: url, method: "HEAD", headers: headers), logger: logger)))
                 if let upload = machine.upload { progress(upload.offset) }
             case .append(let url, let offset, let length, let complete):
                 action = machine.appended(await append(transfer, url: url, range: offset..<(offset + length), complete: complete,
@@ -119,7 +119,7 @@ public final class ResumableClient: Sendable {
             url: transfer.endpoint, method: transfer.method, headers: headers, bodyPath: bodyLength > 0 ? transfer.source.procPath : nil,
             contentLength: bodyLength, contentType: transfer.contentType, idempotencyKey: transfer.idempotencyKey,
             expectedSource: bodyLength > 0 ? transfer.source.status : nil)
-        return Self.response(await uploader.send(request, logger: logger, progress: progress))
+        return RequestOutcome(await uploader.send(request, logger: logger, progress: progress))
     }
 
     /// `PATCH` a range of the file at its offset.
@@ -136,7 +136,7 @@ public final class ResumableClient: Sendable {
             url: url, method: "PATCH", headers: headers, bodyPath: range.isEmpty ? nil : transfer.source.procPath, bodyOffset: range.lowerBound,
             contentLength: Int64(range.count), contentType: ResumableFields.partialUpload, idempotencyKey: nil,
             expectedSource: range.isEmpty ? nil : transfer.source.status)
-        return Self.response(await uploader.send(request, logger: logger, progress: { progress(range.lowerBound + $0) }))
+        return RequestOutcome(await uploader.send(request, logger: logger, progress: { progress(range.lowerBound + $0) }))
     }
 
     /// Asks the server to forget an upload, best-effort: an upload that is cancelled, or superseded
@@ -188,15 +188,6 @@ public final class ResumableClient: Sendable {
             return .failed(failure.message)
         case .cancelled:
             return .failed("cancelled")
-        }
-    }
-
-    static func response(_ result: UploadResult) -> ResumableUploadMachine.Response {
-        switch result {
-        case .response(let status, let headers, let body, let bytes): .answer(status: status, headers: headers, body: body, bytesSent: bytes)
-        case .failed(let failure, let bytes) where failure.kind == .sourceChanged: .sourceChanged(bytesSent: bytes)
-        case .failed(let failure, let bytes): .failed(failure.message, bytesSent: bytes)
-        case .cancelled(let bytes): .cancelled(bytesSent: bytes)
         }
     }
 

@@ -94,7 +94,7 @@ public final class TusClient: Sendable {
             case .askOffset(let url):
                 var headers = protocolHeaders(transfer, url: url)
                 headers.append(("Cache-Control", "no-store"))
-                action = machine.offsetAsked(Self.response(await uploader.send(.bodiless(url: url, method: "HEAD", headers: headers), logger: logger)))
+                action = machine.offsetAsked(RequestOutcome(await uploader.send(.bodiless(url: url, method: "HEAD", headers: headers), logger: logger)))
                 if let upload = machine.upload { progress(upload.offset) }
             case .append(let url, let offset, let length, let checksum):
                 action = machine.appended(await append(transfer, url: url, range: offset..<(offset + length), checksum: checksum,
@@ -144,7 +144,7 @@ public final class TusClient: Sendable {
             : UploadRequest(
                 url: transfer.endpoint, method: "POST", headers: headers, bodyPath: nil, contentLength: 0, contentType: nil,
                 idempotencyKey: key)
-        return Self.response(await uploader.send(request, logger: logger, progress: progress))
+        return RequestOutcome(await uploader.send(request, logger: logger, progress: progress))
     }
 
     /// `PATCH` a range of the file at its offset.
@@ -164,7 +164,7 @@ public final class TusClient: Sendable {
             url: url, method: "PATCH", headers: headers, bodyPath: transfer.source.procPath, bodyOffset: range.lowerBound,
             contentLength: Int64(range.count), contentType: "application/offset+octet-stream", idempotencyKey: nil,
             expectedSource: transfer.source.status)
-        return Self.response(await uploader.send(request, logger: logger, progress: { progress(range.lowerBound + $0) }))
+        return RequestOutcome(await uploader.send(request, logger: logger, progress: { progress(range.lowerBound + $0) }))
     }
 
     /// Why a checksum could not be had, as the machine takes it.
@@ -183,15 +183,6 @@ public final class TusClient: Sendable {
             return .failure(ChecksumFailure(response: .sourceChanged(bytesSent: 0)))
         } catch {
             return .failure(ChecksumFailure(response: .failed("cannot read the file for its checksum: \(error)", bytesSent: 0)))
-        }
-    }
-
-    static func response(_ result: UploadResult) -> TusUploadMachine.Response {
-        switch result {
-        case .response(let status, let headers, let body, let bytes): .answer(status: status, headers: headers, body: body, bytesSent: bytes)
-        case .failed(let failure, let bytes) where failure.kind == .sourceChanged: .sourceChanged(bytesSent: bytes)
-        case .failed(let failure, let bytes): .failed(failure.message, bytesSent: bytes)
-        case .cancelled(let bytes): .cancelled(bytesSent: bytes)
         }
     }
 

@@ -67,3 +67,13 @@ struct Placeholders {
         return "\(parts.tm_year + 1900)-\(two(parts.tm_mon + 1))-\(two(parts.tm_mday))T\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec))Z"
     }
 }
+
+extension Endpoint {
+    /// The endpoint, or, when the spool's URL names the file (`put`, `resumable`), the URL with those
+    /// names filled in for `job`, percent-encoded.
+    func url(for job: Job, template: ValueTemplate) -> String {
+        guard !template.placeholders.isEmpty else { return url }
+        let placeholders = Placeholders(job: job, size: job.identity.size, modificationTime: job.identity.modificationTime)
+        return Self.withoutUserInfo(placeholders.render(template, for: .url))
+    }
+}

@@ -17,19 +17,12 @@ struct PutSender: Sender {
 
     func send(_ job: Job, from source: SourceFile, tracker: UploadTracker, logger: Logger) async throws -> SendResult {
         let request = UploadRequest(
-            url: url(for: job), method: configuration.method, headers: endpoint.headers, bodyPath: source.procPath,
+            url: endpoint.url(for: job, template: configuration.url), method: configuration.method, headers: endpoint.headers, bodyPath: source.procPath,
             contentLength: source.status.size,
             contentType: configuration.fileContentType ?? MediaType.forFilename(job.baseName),
             idempotencyKey: job.id.rawValue, expectedSource: source.status)
         tracker.sending(total: source.status.size)
         return SendResult(await uploader.send(request, logger: logger, progress: { tracker.sent($0) }), source: source,
                           bodyLength: source.status.size)
-    }
-
-    /// The endpoint, or, when the URL names the file, the endpoint with those names filled in.
-    func url(for job: Job) -> String {
-        guard !configuration.url.placeholders.isEmpty else { return endpoint.url }
-        let placeholders = Placeholders(job: job, size: job.identity.size, modificationTime: job.identity.modificationTime)
-        return Endpoint.withoutUserInfo(placeholders.render(configuration.url, for: .url))
     }
 }

@@ -23,7 +23,7 @@ struct ResumableSender: Sender {
     var interop: ResumableInteropVersion { configuration.resumableInterop ?? .latest }
 
     func send(_ job: Job, from source: SourceFile, tracker: UploadTracker, logger: Logger) async throws -> SendResult {
-        let url = url(for: job)
+        let url = endpoint.url(for: job, template: configuration.url)
         let key = endpointKey(url)
         let known = job.upload.flatMap { $0.endpointKey == key ? $0 : nil }
         let transfer = ResumableTransfer(
@@ -31,26 +31,15 @@ struct ResumableSender: Sender {
             contentType: configuration.fileContentType ?? MediaType.forFilename(job.baseName), source: source,
             chunkSize: configuration.chunkSize, interop: interop, known: known, idempotencyKey: job.id.rawValue)
         tracker.sending(total: job.identity.size, confirmed: known?.offset)
-        let result = try await client.send(transfer, logger: logger, record: { [store] upload in
-            try await store.recordUpload(job, upload, now: Date())
-            tracker.confirmed(upload.offset)
-        }, progress: { tracker.sent($0) })
-        var report = result.report
-        if case .sourceChanged(nil) = report { report = .sourceChanged(source.currentVersion) }
-        return SendResult(report: report, bytesSent: result.bytesSent, progressed: result.progressed, upload: result.upload, recordsUpload: true)
+        let result = try await client.send(transfer, logger: logger, record: tracker.recordingUploads(in: store), progress: { tracker.sent($0) })
+        return SendResult(result, source: source)
     }
 
     func endUpload(of job: Job, logger: Logger) async {
-        guard let upload = job.upload, upload.endpointKey == endpointKey(url(for: job)) else { return }
+        guard let upload = job.upload, upload.endpointKey == endpointKey(endpoint.url(for: job, template: configuration.url)) else { return }
         await client.terminate(upload.url, headers: endpoint.headers(for: upload.url) + [("Upload-Draft-Interop-Version", interop.headerValue)], logger: logger)
     }
 
-    /// The endpoint, or, when the URL names the file, the endpoint with those names filled in.
-    func url(for job: Job) -> String {
-        guard !configuration.url.placeholders.isEmpty else { return endpoint.url }
-        let placeholders = Placeholders(job: job, size: job.identity.size, modificationTime: job.identity.modificationTime)
-        return Endpoint.withoutUserInfo(placeholders.render(configuration.url, for: .url))
-    }
 
     /// Names the endpoint and draft version an upload was created with: a digest, as the URL may hold
     /// a secret. After either changes, an upload is not continued.

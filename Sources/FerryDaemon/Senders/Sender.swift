@@ -2,6 +2,7 @@ import FerryDelivery
 import FerryQueue
 import FerryTransport
 import FerrySystem
+import Foundation
 import Logging
 
 /// Sends one job's file by one protocol (multipart, put, tus): the only part of the daemon that
@@ -53,11 +54,26 @@ struct UploadTracker: Sendable {
     /// The server confirmed `offset` bytes.
     func confirmed(_ offset: Int64) { activity.confirmed(job, offset) }
 
+    /// Makes each new state of a resumable upload durable in `store`, then shows its confirmed offset.
+    func recordingUploads(in store: JobStore) -> @Sendable (ResumableUpload) async throws -> Void {
+        { upload in
+            try await store.recordUpload(job, upload, now: Date())
+            confirmed(upload.offset)
+        }
+    }
+
     /// The server confirmed `confirmed` of the upload's `total` parts (s3).
     func parts(confirmed: Int, total: Int) { activity.parts(job, confirmed: confirmed, total: total) }
 }
 
 extension SendResult {
+    /// The result of a transfer that keeps a resumable upload (tus, the resumable upload draft).
+    init(_ result: ResumableTransferResult, source: SourceFile) {
+        var report = result.report
+        if case .sourceChanged(nil) = report { report = .sourceChanged(source.currentVersion) }
+        self.init(report: report, bytesSent: result.bytesSent, progressed: result.progressed, upload: result.upload, recordsUpload: true)
+    }
+
     /// The result of one plain request (multipart, put) whose body was `bodyLength` bytes.
     init(_ result: UploadResult, source: SourceFile, bodyLength: Int64) {
         self.init(result, source: source)

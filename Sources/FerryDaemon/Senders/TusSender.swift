@@ -31,13 +31,8 @@ struct TusSender: Sender {
             endpoint: endpoint.url, endpointKey: key, headers: endpoint.headers, trustedOrigins: endpoint.trustedOrigins, metadata: metadata(for: job, source: source),
             source: source, chunkSize: configuration.chunkSize, known: known, idempotencyKey: job.id.rawValue)
         tracker.sending(total: job.identity.size, confirmed: known?.offset)
-        let result = try await client.send(transfer, logger: logger, record: { [store] upload in
-            try await store.recordUpload(job, upload, now: Date())
-            tracker.confirmed(upload.offset)
-        }, progress: { tracker.sent($0) })
-        var report = result.report
-        if case .sourceChanged(nil) = report { report = .sourceChanged(source.currentVersion) }
-        return SendResult(report: report, bytesSent: result.bytesSent, progressed: result.progressed, upload: result.upload, recordsUpload: true)
+        let result = try await client.send(transfer, logger: logger, record: tracker.recordingUploads(in: store), progress: { tracker.sent($0) })
+        return SendResult(result, source: source)
     }
 
     func endUpload(of job: Job, logger: Logger) async {
