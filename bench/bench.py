@@ -15,6 +15,9 @@ measurements and reports medians and the ratio Ferry/peer. See docs/PERFORMANCE.
              to READY=1 (sd_notify), `ferryctl status` and `list --limit 50` latency; then the
              server comes up and uploads resume: drain rate
   5 memory   ferryd peak RSS for a 10 MiB file and for a 4 GiB sparse file
+  6 idle     wake-ups per second (threads put on a CPU, /proc/PID/task/*/schedstat) and CPU of an
+             idle ferryd with 1 and with 10 spools; the Go peer of scenario 2 (bench/gopeer, net/http
+             with keep-alive, 1 and 4 workers) runs when `go` is installed
 
   python3 bench/bench.py                 # everything (builds release binaries first; ~10 min)
   python3 bench/bench.py --smoke         # tiny sizes, one run, seconds, no targets
@@ -48,9 +51,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MiB = 1024 * 1024
 
 FULL = dict(runs=3, large_mb=1024, small_files=5000, small_kb=16, latency_files=500, scale_files=100_000,
-            memory_small_mb=10, memory_big_mb=4096)
+            memory_small_mb=10, memory_big_mb=4096, idle_s=30)
 SMOKE = dict(runs=1, large_mb=16, small_files=100, small_kb=16, latency_files=20, scale_files=1000,
-             memory_small_mb=10, memory_big_mb=64)
+             memory_small_mb=10, memory_big_mb=64, idle_s=2)
 
 
 def log(*args):
@@ -164,7 +167,7 @@ class Ferryd:
     """One ferryd with a fresh state directory and one spool, started with NOTIFY_SOCKET so that its
     READY=1 is seen the moment it is sent."""
 
-    def __init__(self, bins, work, name, url, extra=""):
+    def __init__(self, bins, work, name, url, extra="", spools=1):
         self.bins = bins
         self.home = os.path.join(work, name)
         self.spool = os.path.join(self.home, "spool")
@@ -176,6 +179,10 @@ class Ferryd:
         with open(self.config, "w") as f:
             f.write(f'state_directory = "{self.state}"\ncontrol_socket = "{self.socket_path}"\nlog_level = "info"\n{extra}\n'
                     f'[[spool]]\nname = "bench"\ndirectory = "{self.spool}"\nurl = "{url}"\n')
+            for number in range(2, spools + 1):
+                directory = os.path.join(self.home, f"spool{number}")
+                os.makedirs(directory, exist_ok=True)
+                f.write(f'[[spool]]\nname = "bench{number}"\ndirectory = "{directory}"\nurl = "{url}"\n')
         self.process = None
 
     def start(self, timeout=120):
@@ -345,6 +352,27 @@ def peer_xargs(url, listing):
     return elapsed
 
 
+def go_peer(work):
+    """Builds bench/gopeer (Go's net/http client, keep-alive) once; None without a Go toolchain."""
+    go = shutil.which("go")
+    if not go:
+        return None
+    binary = os.path.join(work, "gopeer")
+    if not os.path.exists(binary):
+        subprocess.run([go, "build", "-o", binary, "."], cwd=os.path.join(ROOT, "bench", "gopeer"), check=True,
+                       env=dict(os.environ, GOCACHE=os.path.join(work, "gocache"), GOFLAGS="-mod=mod"))
+    return binary
+
+
+def peer_go(binary, workers):
+    def run(url, listing):
+        result = subprocess.run([binary, "-url", url, "-workers", str(workers), listing], capture_output=True, text=True)
+        if result.returncode:
+            raise RuntimeError(f"go peer failed: {result.stderr.strip()}")
+        return float(result.stdout.strip())
+    return run
+
+
 def peer_python(url, listing):
     result = subprocess.run([sys.executable, "-c", PYTHON_PEER, url, listing], capture_output=True, text=True)
     if result.returncode:
@@ -368,9 +396,9 @@ class Bench:
         self.small_cpu = {}
         self.processes = []   # every ferryd and receiver started, stopped at the end whatever happened
 
-    def ferryd(self, url, extra=""):
+    def ferryd(self, url, extra="", spools=1):
         self.instance += 1
-        daemon = Ferryd(self.bins, self.work, f"ferryd{self.instance}", url, extra or self.args.ferryd_config)
+        daemon = Ferryd(self.bins, self.work, f"ferryd{self.instance}", url, extra or self.args.ferryd_config, spools)
         self.processes.append(daemon)
         return daemon
 
@@ -387,7 +415,22 @@ class Bench:
                 log(f"bench: stopping {process}: {error}")
 
     def profiler(self, daemon, label):
-        """With --profile DIR: `perf record -g` of this ferryd until the returned function is called."""
+        """With --profile DIR: `perf record -g` of this ferryd until the returned function is called;
+        with --strace DIR: `strace -f -c` (system calls by count and time) instead."""
+        if self.args.strace:
+            os.makedirs(self.args.strace, exist_ok=True)
+            output = os.path.join(self.args.strace, f"{label}.strace.txt")
+            tracer = subprocess.Popen(["strace", "-f", "-c", "-o", output, "-p", str(daemon.pid)],
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            wait_until(lambda: os.path.exists(f"/proc/{daemon.pid}/status") and
+                       any(line.startswith("TracerPid:") and line.split()[1] != "0"
+                           for line in open(f"/proc/{daemon.pid}/status")), 10, 0.01, "strace to attach")
+
+            def stop_trace():
+                tracer.send_signal(signal.SIGINT)
+                tracer.wait(60)
+                log(f"   system calls: {output}")
+            return stop_trace
         if not self.args.profile:
             return lambda: None
         os.makedirs(self.args.profile, exist_ok=True)
@@ -469,6 +512,12 @@ class Bench:
         listing = write_listing(self.work, paths)
         receiver = self.receiver()
         peers = {"curl -F loop": peer_curl_loop, "xargs -P4 curl": peer_xargs, "python requests.Session": peer_python}
+        gopeer = None if self.args.skip_peers else go_peer(self.work)
+        if gopeer:
+            peers["go net/http, 1 worker"] = peer_go(gopeer, 1)
+            peers["go net/http, 4 workers"] = peer_go(gopeer, 4)
+        else:
+            log("   no Go toolchain (scripts/install-deps.sh --bench installs golang-go): the Go peer is not measured")
         # ferryd as installed (4 upload slots), and with more slots: how much of the rate is the
         # latency of each upload's chain (claim, body, request, commits) rather than CPU.
         variants = {"ferryd": "", "ferryd, 16 upload slots": "max_concurrent_uploads = 16"}
@@ -646,6 +695,57 @@ class Bench:
         self.results["memory"] = r
 
 
+    # 6 ---------------------------------------------------------------------------------------
+    def idle(self):
+        seconds = self.sizes["idle_s"]
+        log(f"== 6 idle: wake-ups per second of an idle ferryd, 1 and 10 spools, over {seconds}s")
+        r = {"seconds": seconds}
+        for spools in (1, 10):
+            daemon = self.ferryd("http://127.0.0.1:9/unused", spools=spools)
+            try:
+                daemon.start()
+                time.sleep(1)   # let start-up work (the first scans' aftermath) end
+                counts = WakeupCounter(daemon.pid)
+                cpu0 = cpu_seconds(daemon.pid)
+                end = time.monotonic() + seconds
+                while time.monotonic() < end:
+                    time.sleep(0.2)
+                    counts.sample()
+                cpu1 = cpu_seconds(daemon.pid)
+                woken = counts.total()
+            finally:
+                self.cleanup_instance(daemon)
+            r[str(spools)] = {"wakeups_per_s": woken / seconds, "cpu_ms_per_s": (cpu1 - cpu0) * 1000 / seconds}
+            log(f"   {spools} spool(s): {r[str(spools)]['wakeups_per_s']:.1f} wake-ups/s, "
+                f"{r[str(spools)]['cpu_ms_per_s']:.2f} ms CPU/s")
+        self.results["idle"] = r
+
+
+class WakeupCounter:
+    """How many times the threads of a process are put on a CPU (the third field of each thread's
+    /proc/PID/task/TID/schedstat), counted from the first sample; sampled often, so that a thread
+    which ends between samples loses little, and a thread started meanwhile counts in full."""
+
+    def __init__(self, pid):
+        self.pid = pid
+        self.first = {}
+        self.last = {}
+        self.sample(initial=True)
+
+    def sample(self, initial=False):
+        for tid in os.listdir(f"/proc/{self.pid}/task"):
+            try:
+                with open(f"/proc/{self.pid}/task/{tid}/schedstat") as f:
+                    count = int(f.read().split()[2])
+            except (OSError, IndexError, ValueError):
+                continue   # a thread that ended meanwhile
+            self.first.setdefault(tid, count if initial else 0)
+            self.last[tid] = count
+
+    def total(self):
+        return sum(self.last[tid] - self.first[tid] for tid in self.last)
+
+
 # ---------------------------------------------------------------------------------------------
 # Report
 
@@ -680,6 +780,15 @@ def targets(results):
     m = results.get("memory")
     if m:
         out.append(("5: peak RSS difference < 16 MiB", f"{m['difference_mib']:.1f} MiB", m["difference_mib"] < 16))
+    if s and "go net/http, 4 workers" in s["clients"]:
+        f, g = s["clients"]["ferryd"]["files_per_s"], s["clients"]["go net/http, 4 workers"]["files_per_s"]
+        out.append(("2 (stretch): files/s ≥ ½ × Go net/http, 4 workers", f"{f / g:.2f} ×", f >= 0.5 * g))
+    if s and s.get("ferryd_cpu_ms_per_file") is not None:
+        cpu = s["ferryd_cpu_ms_per_file"]
+        out.append(("2: ferryd CPU per file ≤ 0.8 ms", f"{cpu:.2f} ms", cpu <= 0.8))
+    i = results.get("idle")
+    if i:
+        out.append(("6: idle, 10 spools: ≤ 1 wake-up/s", f"{i['10']['wakeups_per_s']:.1f} /s", i["10"]["wakeups_per_s"] <= 1))
     return out
 
 
@@ -734,6 +843,13 @@ def report(results, meta):
             kind = "sparse " if label == "big" else ""
             lines.append(f"| {v['size_mib']} MiB {kind}| {v['idle_rss_mib']:.1f} | {v['peak_rss_mib']:.1f} | {v['wall_s']:.2f} |")
         lines += [f"| difference | | {m['difference_mib']:.1f} | |", ""]
+    i = results.get("idle")
+    if i:
+        lines += [f"### 6. Idle (over {i['seconds']} s)", "", "| spools | wake-ups per second | CPU ms per second |",
+                  "| ---: | ---: | ---: |"]
+        for spools in ("1", "10"):
+            lines.append(f"| {spools} | {i[spools]['wakeups_per_s']:.1f} | {i[spools]['cpu_ms_per_s']:.2f} |")
+        lines.append("")
     checks = targets(results)
     if meta["mode"].startswith("smoke"):
         lines += ["Targets are not evaluated in smoke mode (tiny sizes, one run).", ""]
@@ -779,7 +895,7 @@ def build(scratch, configuration):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, one run: checks the harness works (seconds)")
-    parser.add_argument("--only", default="1,2,3,4,5", help="comma-separated scenario numbers (default: all)")
+    parser.add_argument("--only", default="1,2,3,4,5,6", help="comma-separated scenario numbers (default: all)")
     parser.add_argument("--runs", type=int, help="repetitions for scenarios 1 and 2 (default 3; 1 with --smoke)")
     parser.add_argument("--bin", help="directory with release ferryd, ferryctl and ferry-receiver (skips the build)")
     parser.add_argument("--scratch-path", help="swift build --scratch-path for the build")
@@ -787,6 +903,8 @@ def main():
                         help="what to build and measure (default release; debug is for smoke runs, e.g. in CI after the tests)")
     parser.add_argument("--out", help="also write report.md and results.json into this directory")
     parser.add_argument("--work-dir", default=None, help="where temporary spools and state live (default: $TMPDIR)")
+    parser.add_argument("--strace", metavar="DIR", help="count ferryd's system calls with `strace -f -c` in scenarios 1 and 2 "
+                        "(one summary per run in DIR; slows ferryd: the rates of such a run mean nothing)")
     parser.add_argument("--profile", metavar="DIR", help="record ferryd with `perf record -g` in scenarios 1 and 2 (files in DIR)")
     parser.add_argument("--skip-peers", action="store_true", help="measure ferryd only (for profiling and quick checks)")
     parser.add_argument("--ferryd-config", default="", help="extra top-level ferry.toml lines for every ferryd (default: none)")
@@ -834,7 +952,7 @@ def main():
 
     bench = Bench(args, sizes, bins)
     meta = machine(bench.work, ("smoke (tiny sizes, no thresholds)" if args.smoke else "full") + f", binaries {bins}", disturbed)
-    scenarios = {"1": bench.large, "2": bench.small, "3": bench.latency, "4": bench.scale, "5": bench.memory}
+    scenarios = {"1": bench.large, "2": bench.small, "3": bench.latency, "4": bench.scale, "5": bench.memory, "6": bench.idle}
     started = time.monotonic()
     try:
         for key in args.only.split(","):

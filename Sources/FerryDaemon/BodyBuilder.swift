@@ -31,6 +31,20 @@ struct BodyBuilder: Sendable {
         job: Job, source: SourceFile, spool: SpoolConfiguration, isCancelled: @escaping () -> Bool = { false },
         progress: (BuiltBody, Int64) -> Void = { _, _ in }
     ) throws(MultipartError) -> BuiltBody {
+        let body = try Self.body(job: job, source: source, spool: spool, isCancelled: isCancelled)
+        let path = path(for: job)
+        unlink(path)  // a body of an earlier version, if any
+        let built = BuiltBody(path: path, contentLength: body.contentLength, contentType: body.contentType)
+        let written = try body.writeFile(at: FilePath(path), isCancelled: isCancelled, progress: { progress(built, $0) })
+        precondition(written == body.contentLength, "multipart body length mismatch")
+        return built
+    }
+
+    /// The job's form, with the file part reading from `source`: the configured text fields
+    /// first, placeholders filled in, then the file. Blocking when a field needs the file's digest.
+    static func body(
+        job: Job, source: SourceFile, spool: SpoolConfiguration, isCancelled: @escaping () -> Bool = { false }
+    ) throws(MultipartError) -> MultipartBody {
         let filename = job.baseName
         var parts: [MultipartPart] = []
         if !spool.fields.isEmpty {
@@ -56,13 +70,7 @@ struct BodyBuilder: Sendable {
             name: spool.fileField, filename: filename,
             contentType: spool.fileContentType ?? MediaType.forFilename(filename),
             descriptor: source.descriptor, length: source.status.size))
-        let body = try MultipartBody(boundary: try MultipartBoundary(job.boundary), parts: parts)
-        let path = path(for: job)
-        unlink(path)  // a body of an earlier version, if any
-        let built = BuiltBody(path: path, contentLength: body.contentLength, contentType: body.contentType)
-        let written = try body.writeFile(at: FilePath(path), isCancelled: isCancelled, progress: { progress(built, $0) })
-        precondition(written == body.contentLength, "multipart body length mismatch")
-        return built
+        return try MultipartBody(boundary: try MultipartBoundary(job.boundary), parts: parts)
     }
 
     /// Removes a job's body file, if there is one.

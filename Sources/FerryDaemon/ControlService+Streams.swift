@@ -1,5 +1,6 @@
 import FerryControl
 import FerryQueue
+import FerrySystem
 import Foundation
 import Synchronization
 

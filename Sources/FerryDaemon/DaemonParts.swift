@@ -15,7 +15,6 @@ struct DaemonParts: Sendable {
     let control: ControlServer
     let chores: Chores
     let reporter: StatusReporter
-    let meter: ThroughputMeter
 
     static func assemble(
         configuration: FerryConfiguration, state: borrowing StateDirectory, store: JobStore, uploaders: UploaderPool,
@@ -46,16 +45,15 @@ struct DaemonParts: Sendable {
             wakeBy: { notifier.nextWatchdogDue },
             onTurn: { notifier.watchdogIfDue() })
         intake.onQueued = { scheduler.wake() }
-        let meter = ThroughputMeter()
         let control = ControlServer(
             path: configuration.controlSocket, access: configuration.control,
             service: ControlService(
                 store: store, runtime: runtime, scheduler: scheduler, activity: activity, problems: problems, metrics: metrics,
-                followUps: followUps, meter: meter, logger: logger),
+                followUps: followUps, meter: activity.meter, logger: logger),
             logger: logger)
         return DaemonParts(
             senders: senders, runtime: runtime, intake: intake, activity: activity, scheduler: scheduler, control: control,
             chores: Chores(store: store, runtime: runtime, activity: activity, disposer: disposer, bodies: senders.bodies, logger: logger),
-            reporter: StatusReporter(notifier: notifier, store: store), meter: meter)
+            reporter: StatusReporter(notifier: notifier, store: store))
     }
 }

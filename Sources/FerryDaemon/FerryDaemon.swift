@@ -70,12 +70,6 @@ public final class FerryDaemon: Service, Sendable {
             await withDiscardingTaskGroup { group in
                 group.addTask { await parts.control.serve(listener.0, created: listener.created) }
                 if let metricsServer { group.addTask { await metricsServer.serve() } }
-                group.addTask {
-                    while !Task.isCancelled {
-                        parts.meter.sample(total: parts.activity.totalBytesSent.load(ordering: .relaxed))
-                        try? await Task.sleep(for: .seconds(1))
-                    }
-                }
                 // Watchers: each scans its spool once, then follows events. A reload stops some and starts others.
                 let (starts, startWatcher) = AsyncStream.makeStream(of: (SpoolWatcher, @Sendable () -> Void).self)
                 group.addTask { await Self.runWatchers(starts, intake: parts.intake) }

@@ -1,4 +1,5 @@
 import FerryQueue
+import FerrySystem
 import Foundation
 import Logging
 import Synchronization

@@ -1,6 +1,7 @@
 import FerryControl
 import FerryDelivery
 import FerryQueue
+import FerrySystem
 import Foundation
 import Synchronization
 
@@ -35,6 +36,8 @@ final class ActiveJobs: Sendable {
     private let early = Mutex<[Int64: (intervention: Intervention, waiters: [Doorbell])]>([:])
     /// Every request body byte handed to a connection since start.
     let totalBytesSent = Atomic<Int64>(0)
+    /// The recent rate of ``totalBytesSent``, sampled as bytes are sent (no timer: idle costs nothing).
+    let meter = ThroughputMeter()
 
     /// Starts tracking `job`. An intervention requested before the pipeline got here is kept.
     func begin(_ job: Job, estimatedTotal: Int64) {
@@ -137,7 +140,7 @@ final class ActiveJobs: Sendable {
             entries[job.sequence ?? -1] = entry
             return delta
         }
-        if delta > 0 { totalBytesSent.add(delta, ordering: .relaxed) }
+        if delta > 0 { meter.sample(total: totalBytesSent.add(delta, ordering: .relaxed).newValue) }
     }
 
     /// The uploads in flight, oldest first.
@@ -162,23 +165,27 @@ final class ActiveJobs: Sendable {
     }
 }
 
-/// Bytes sent per second over the last minute, from a sample of the running total taken every second.
+/// Bytes sent per second over the last minute, from samples of the running total taken as bytes
+/// are sent, at most one a second (so an idle daemon takes none).
 final class ThroughputMeter: Sendable {
     private let samples = Mutex<[(at: ContinuousClock.Instant, total: Int64)]>([])
+    /// How far back the rate looks.
+    static let window = Duration.seconds(60)
 
-    /// Records the running total; call about once a second.
-    func sample(total: Int64) {
+    /// Records the running total, if the last sample is a second old or more.
+    func sample(total: Int64, at now: ContinuousClock.Instant = .now) {
         samples.withLock { samples in
-            samples.append((.now, total))
-            if samples.count > 61 { samples.removeFirst(samples.count - 61) }
+            if let last = samples.last, now - last.at < .seconds(1) { return }
+            samples.append((now, total))
+            samples.removeAll { now - $0.at > Self.window }
         }
     }
 
-    /// The average rate over the samples kept (up to a minute).
-    func bytesPerSecond(total: Int64) -> Double {
+    /// The average rate from the oldest sample within the window to now (0 without one).
+    func bytesPerSecond(total: Int64, at now: ContinuousClock.Instant = .now) -> Double {
         samples.withLock { samples in
-            guard let first = samples.first else { return 0 }
-            let elapsed = (ContinuousClock.now - first.at).seconds
+            guard let first = samples.first(where: { now - $0.at <= Self.window }) else { return 0 }
+            let elapsed = (now - first.at).seconds
             return elapsed > 0.5 ? Double(total - first.total) / elapsed : 0
         }
     }

@@ -104,6 +104,44 @@ public struct MultipartBody: Sendable {
         return offset
     }
 
+    /// The whole body in memory, file parts read with `pread(2)`: for small bodies, where a body file
+    /// would cost more system calls than the bytes are worth. The bytes returned are the bytes read;
+    /// the caller checks that the source was not changed meanwhile.
+    /// - Throws: ``MultipartError/sourceChanged(expected:actual:)`` if a file part's source is shorter
+    ///   than planned, ``MultipartError/io(operation:path:errno:)`` if a read fails.
+    public func bytes(path: String) throws(MultipartError) -> [UInt8] {
+        let total = Int(contentLength)
+        var body = [UInt8]()
+        body.reserveCapacity(total)
+        for (part, header) in zip(parts, headers) {
+            body += Array("--\(boundary.value)\r\n".utf8)
+            body += header
+            switch part.content {
+            case .bytes(let bytes):
+                body += bytes
+            case .file(let source, let length):
+                let start = body.count
+                body += repeatElement(0, count: Int(length))
+                var done = 0
+                while done < Int(length) {
+                    let count = body.withUnsafeMutableBytes { raw in
+                        pread(source.rawValue, raw.baseAddress! + start + done, Int(length) - done, off_t(done))
+                    }
+                    if count < 0 {
+                        if errno == EINTR { continue }
+                        throw .io(operation: "read the file for", path: path, errno: errno)
+                    }
+                    if count == 0 { throw .sourceChanged(expected: length, actual: Int64(done)) }
+                    done += count
+                }
+            }
+            body += [0x0D, 0x0A]
+        }
+        body += Array("--\(boundary.value)--\r\n".utf8)
+        precondition(body.count == total, "multipart body length mismatch")
+        return body
+    }
+
     /// Writes the body to a new file at `path`, created with mode 0600 and `O_EXCL`, so an existing
     /// file (or a symlink planted there) is never written through. On failure the partial file is removed.
     /// - Returns: the number of bytes written, equal to ``contentLength``.

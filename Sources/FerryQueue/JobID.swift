@@ -1,3 +1,5 @@
+import FerrySystem
+
 /// A job's public identifier: a ULID (48-bit millisecond timestamp + 80 random bits, 26 characters
 /// of Crockford base32). It is never reused, sorts by creation time, and is unique across machines,
 /// so it doubles as the request's `Idempotency-Key`.
@@ -11,7 +13,7 @@ public struct JobID: Sendable, Hashable, Comparable, CustomStringConvertible, Co
 
     /// A new id for a job created at `milliseconds` since the Unix epoch.
     public static func generate(milliseconds: UInt64) -> JobID {
-        var generator = SystemRandomNumberGenerator()
+        var generator = BufferedSystemRandom()
         let random = (UInt128(generator.next() as UInt64) << 64 | UInt128(generator.next() as UInt64)) & ((1 << 80) - 1)
         let value = UInt128(milliseconds & ((1 << 48) - 1)) << 80 | random
         var bytes = [UInt8](repeating: 0, count: 26)

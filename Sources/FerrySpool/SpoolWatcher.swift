@@ -59,7 +59,7 @@ public final class SpoolWatcher: Sendable {
     /// Files seen being written in place and not settled yet, as of the loop's last turn.
     public var settlingCount: Int { settling.load(ordering: .relaxed) }
 
-    /// How often pending files are re-examined.
+    /// How often files still settling are re-examined.
     static let tickInterval = Duration.milliseconds(250)
     /// How many files are handed over at once.
     static let batchSize = 512
@@ -90,6 +90,7 @@ public final class SpoolWatcher: Sendable {
     /// spool still but no longer watched for.
     public func rescanSoon() {
         retryRescan.set()
+        continuation.yield(.tick)
     }
 
     /// How soon files that could not be delivered are looked for again.
@@ -164,12 +165,8 @@ public final class SpoolWatcher: Sendable {
         listener?.start { events in self.post(events) }
         activeListener.withLock { $0 = listener }
         syncWaiters.withLock { $0.stopped = false }
-        let ticker = Task {
-            while !Task.isCancelled {
-                try? await Task.sleep(for: Self.tickInterval)
-                continuation.yield(.tick)
-            }
-        }
+        let timer = TickTimer(firstAt: state.nextRescan)
+        let ticker = Task { [continuation] in await timer.run { continuation.yield(.tick) } }
         defer {
             ticker.cancel()
             activeListener.withLock { $0 = nil }
@@ -181,6 +178,7 @@ public final class SpoolWatcher: Sendable {
 
         await state.fullScan(deliver: deliver, createIfMissing: true)
         scanned()
+        timer.schedule(at: state.pending.isEmpty ? state.nextRescan : .now + Self.tickInterval)
         for await input in inputs {
             if Task.isCancelled { break }
             if droppedEvents.takeIfSet() {
@@ -205,6 +203,8 @@ public final class SpoolWatcher: Sendable {
                 answerSync([token], settling: state.pending.count)
             }
             settling.store(state.pending.count, ordering: .relaxed)
+            // Settling files are looked at again soon; otherwise nothing is due before the next rescan.
+            timer.schedule(at: state.pending.isEmpty ? state.nextRescan : min(state.nextRescan, .now + Self.tickInterval))
         }
     }
 }

@@ -26,16 +26,23 @@ final class ResponseCollector: HTTPClientResponseDelegate, Sendable {
 
     private let limit: Int
     private let watchdog: ProgressWatchdog
+    /// Hears of each body part once the connection has written it (its length), when the request's
+    /// body is not counted elsewhere.
+    private let written: (@Sendable (Int64) -> Void)?
     private let state = Mutex<(answer: Answer?, drained: Int)>((nil, 0))
 
-    init(limit: Int, watchdog: ProgressWatchdog) {
+    init(limit: Int, watchdog: ProgressWatchdog, written: (@Sendable (Int64) -> Void)? = nil) {
         self.limit = limit
         self.watchdog = watchdog
+        self.written = written
     }
 
     var answer: Answer? { state.withLock { $0.answer } }
 
-    func didSendRequestPart(task: HTTPClient.Task<Void>, _ part: IOData) { watchdog.progressed() }
+    func didSendRequestPart(task: HTTPClient.Task<Void>, _ part: IOData) {
+        watchdog.progressed()
+        written?(Int64(part.readableBytes))
+    }
 
     func didReceiveHead(task: HTTPClient.Task<Void>, _ head: HTTPResponseHead) -> EventLoopFuture<Void> {
         watchdog.progressed()

@@ -131,8 +131,10 @@ public final class Uploader: Sendable {
         }
         guard let bodyPath = request.bodyPath else {
             if let bytes = request.bytes {
-                http.body = .bytes(ByteBuffer(bytes: bytes))
-            } else if request.method == "POST" || request.method == "PUT" || request.method == "PATCH" {
+                return try await executeFromMemory(request, bytes: bytes, headers: http.headers, logger: logger,
+                                                   counter: counter, watchdog: watchdog, progress: progress)
+            }
+            if request.method == "POST" || request.method == "PUT" || request.method == "PATCH" {
                 http.body = .bytes(ByteBuffer())  // Content-Length: 0
             }
             return try await exchange(http, counter: counter, watchdog: watchdog, logger: logger)
@@ -304,20 +306,7 @@ public final class Uploader: Sendable {
         // ready on another loop let the answer overtake the end of the body, and the connection was
         // never given back to the pool.
         let task = client.execute(request: http, delegate: delegate, eventLoop: .delegateAndChannel(on: loop), deadline: nil, logger: logger)
-        do {
-            try await withTaskCancellationHandler {
-                try await task.futureResult.get()
-            } onCancel: {
-                task.cancel()
-            }
-        } catch {
-            // The status is in: the server has decided, whatever happened to the rest of the answer.
-            guard let answer = delegate.answer else { throw error }
-            logger.debug("reading the response body failed after the status arrived", metadata: ["error": "\(error)"])
-            return .response(status: answer.status, headers: answer.headers, body: answer.body, bytesSent: counter.value)
-        }
-        guard let answer = delegate.answer else { throw HTTPClientError.remoteConnectionClosed }
-        return .response(status: answer.status, headers: answer.headers, body: answer.body, bytesSent: counter.value)
+        return try await answer(of: task, from: delegate, counter: counter, logger: logger)
     }
 
     /// Executes `http` and reads the answer.

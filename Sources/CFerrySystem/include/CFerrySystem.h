@@ -1,5 +1,5 @@
 // The few Linux system interfaces that Glibc's Swift overlay does not import:
-// inotify, copy_file_range and struct ucred (SO_PEERCRED). Everything here is a thin
+// inotify, copy_file_range, getrandom and struct ucred (SO_PEERCRED). Everything here is a thin
 // pass-through so Swift code calls the kernel directly. Functions that need _GNU_SOURCE
 // are defined in shim.c, so this header does not change the system headers' definitions
 // (which would clash with other C modules, such as swift-system's).
@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <stdint.h>
 #include <sys/inotify.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -22,6 +23,9 @@ int cferry_fallocate(int fd, int64_t len);
 /// copy_file_range(2): copies `len` bytes from `fd_in` at `*off_in` to `fd_out` at `*off_out`
 /// inside the kernel (reflinks on filesystems that support it).
 ssize_t cferry_copy_file_range(int fd_in, int64_t *off_in, int fd_out, int64_t *off_out, size_t len);
+
+/// getrandom(2) from the kernel's secure source (blocking only until it is seeded at boot).
+static inline ssize_t cferry_getrandom(void *buffer, size_t length) { return getrandom(buffer, length, 0); }
 
 static inline int cferry_inotify_init(void) { return inotify_init1(IN_CLOEXEC | IN_NONBLOCK); }
 

@@ -17,6 +17,13 @@ struct MultipartSender: Sender {
     let bodies: BodyBuilder
     let io: BlockingIO
 
+    /// What rendering a small body in memory gave.
+    enum Rendered: Sendable {
+        case body([UInt8], contentType: String)
+        /// The body cannot be sent: why, as a report (stopped, the file changed, local trouble).
+        case unusable(AttemptReport)
+    }
+
     /// How a build ended.
     enum BuildOutcome: Sendable {
         case built(BuiltBody)
@@ -24,7 +31,14 @@ struct MultipartSender: Sender {
         case stopped(AttemptReport)
     }
 
+    /// Bodies of files up to this size are built in memory and sent from there: a body file would
+    /// cost more system calls (create, reserve, copy, open, send, unlink) than the bytes are worth.
+    static let inMemoryLimit: Int64 = 256 * 1024
+
     func send(_ job: Job, from source: SourceFile, tracker: UploadTracker, logger: Logger) async throws -> SendResult {
+        if source.status.size <= Self.inMemoryLimit {
+            return await sendFromMemory(job, from: source, tracker: tracker, logger: logger)
+        }
         let start = BodyStart()
         let building = Task { [io] in
             do {
@@ -75,6 +89,50 @@ struct MultipartSender: Sender {
             // The file changed, or local trouble: that, not the cut request, is the attempt's story.
             result = SendResult(report: report, requested: false)
             return result
+        }
+    }
+
+    /// A small file: the whole body is read into memory in one blocking call, checked against the
+    /// version queued (the bytes sent are the bytes read), and sent from there.
+    private func sendFromMemory(_ job: Job, from source: SourceFile, tracker: UploadTracker, logger: Logger) async -> SendResult {
+        let built: Rendered
+        do {
+            built = try await io.run { flag in Self.render(job, from: source, spool: configuration, isCancelled: { flag.isCancelled }) }
+        } catch {
+            return SendResult(report: .stopped, requested: false)
+        }
+        switch built {
+        case .unusable(let report):
+            return SendResult(report: report, requested: false)
+        case .body(let body, let contentType):
+            if Task.isCancelled { return SendResult(report: .stopped, requested: false) }
+            var request = UploadRequest(url: endpoint.url, method: configuration.method, headers: endpoint.headers, bodyPath: nil,
+                                        contentLength: Int64(body.count), contentType: contentType, idempotencyKey: job.id.rawValue)
+            request.bytes = body
+            tracker.sending(total: Int64(body.count))
+            let sent = await uploader.send(request, logger: logger, progress: { tracker.sent($0) })
+            return SendResult(sent, source: source, bodyLength: Int64(body.count))
+        }
+    }
+
+    /// Renders the body in memory from the open source and checks the source is still the version
+    /// queued. Blocking: runs on the ``BlockingIO`` pool.
+    static func render(
+        _ job: Job, from source: SourceFile, spool: SpoolConfiguration, isCancelled: @escaping () -> Bool
+    ) -> Rendered {
+        do {
+            let form = try BodyBuilder.body(job: job, source: source, spool: spool, isCancelled: isCancelled)
+            let body = try form.bytes(path: job.displayPath)
+            if let now = try? source.currentStatus(), now.version != job.identity {
+                return .unusable(.sourceChanged(now.version))
+            }
+            return .body(body, contentType: form.contentType)
+        } catch {
+            switch error {
+            case .cancelled: return .unusable(.stopped)
+            case .sourceChanged: return .unusable(.sourceChanged(source.currentVersion))
+            default: return .unusable(.localFailure("cannot build the request body: \(error)"))
+            }
         }
     }
 

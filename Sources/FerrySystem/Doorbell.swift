@@ -2,14 +2,16 @@ import Synchronization
 
 /// Wakes a waiting loop: ``ring()`` from anywhere; ``wait(until:)`` returns at the first ring since the
 /// last wait, at the deadline, or on cancellation. Rings while nobody waits are remembered (once).
-final class Doorbell: Sendable {
+public final class Doorbell: Sendable {
     private struct State {
         var rung = false
         var waiter: CheckedContinuation<Void, Never>?
     }
     private let state = Mutex(State())
 
-    func ring() {
+    public init() {}
+
+    public func ring() {
         let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
             if let waiter = state.waiter {
                 state.waiter = nil
@@ -22,7 +24,7 @@ final class Doorbell: Sendable {
     }
 
     /// Waits for a ring, until `deadline` at the latest (`nil`: no deadline).
-    func wait(until deadline: ContinuousClock.Instant?) async {
+    public func wait(until deadline: ContinuousClock.Instant?) async {
         let timer = deadline.map { deadline in
             Task { [weak self] in
                 try? await Task.sleep(until: deadline, clock: .continuous)

@@ -1,0 +1,3 @@
+module ferry.bench/gopeer
+
+go 1.19
