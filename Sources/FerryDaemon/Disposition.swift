@@ -31,9 +31,10 @@ struct Disposer: Sendable {
     }
 
     /// Applies and records the disposition of a final job. Returns `nil` if it could not be applied
-    /// now (it stays pending and is tried again later).
+    /// now (it stays pending and is tried again later). With `deferRecord` (the pipeline's own
+    /// disposition), the record is a deferred write: it commits with the queue's next durable write.
     @discardableResult
-    func dispose(_ job: Job, spool: SpoolConfiguration, files: SpoolFiles) async -> Result? {
+    func dispose(_ job: Job, spool: SpoolConfiguration, files: SpoolFiles, deferRecord: Bool = false) async -> Result? {
         precondition(job.state.isFinal)
         var log = logger
         log[metadataKey: "job"] = "\(job.id)"
@@ -56,7 +57,7 @@ struct Disposer: Sendable {
             return nil
         }
         do {
-            try await store.markDisposed(job, disposition: result.disposition, finalPath: result.finalPath, now: Date())
+            try await store.markDisposed(job, disposition: result.disposition, finalPath: result.finalPath, now: Date(), deferred: deferRecord)
         } catch {
             log.error("cannot record the file's disposition; will try again", metadata: ["error": "\(error)"])
             return nil

@@ -14,8 +14,10 @@ struct JobFollowUps: Sendable {
     let requeue: @Sendable (String, [UInt8]) async -> Void
 
     /// Runs `followUps` in order. `job` is the job as it was sent (with its resumable upload),
-    /// `recorded` as the queue now has it.
-    func run(_ followUps: [AttemptDecision.FollowUp], job: Job, recorded: Job, spool: SpoolRuntime?, log: Logger) async {
+    /// `recorded` as the queue now has it. With `deferringRecords` (the pipeline), the record of the
+    /// file's disposition commits with the queue's next durable write instead of waiting for its own.
+    func run(_ followUps: [AttemptDecision.FollowUp], job: Job, recorded: Job, spool: SpoolRuntime?, log: Logger,
+             deferringRecords: Bool = false) async {
         var disposed: Disposer.Result?
         for followUp in followUps {
             switch followUp {
@@ -30,7 +32,7 @@ struct JobFollowUps: Sendable {
             case .forgetBody:
                 bodies.remove(for: job)
             case .dispose:
-                if let spool { disposed = await disposer.dispose(recorded, spool: spool.configuration, files: spool.files) }
+                if let spool { disposed = await disposer.dispose(recorded, spool: spool.configuration, files: spool.files, deferRecord: deferringRecords) }
             case .requeueIfLeft:
                 if disposed?.disposition == .left { await requeue(job.spool, job.relativePath) }
             case .endServerUpload:

@@ -122,7 +122,7 @@ final class JobPipeline: Sendable {
         entry.write(to: log)
         if delivered { FaultPoint.deliveredBeforeDisposal.reached() }
         // 5. Follow-ups.
-        await followUps.run(decision.followUps, job: job, recorded: recorded, spool: spool, log: log)
+        await followUps.run(decision.followUps, job: job, recorded: recorded, spool: spool, log: log, deferringRecords: true)
     }
 
     /// What opening a job's source gave.

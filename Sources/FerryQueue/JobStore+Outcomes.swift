@@ -197,13 +197,18 @@ extension JobStore {
                         now.timeIntervalSince1970, job.sequence])
     }
 
-    /// Records that the source file has been dealt with.
-    public func markDisposed(_ job: Job, disposition: Disposition, finalPath: [UInt8]?, now: Date) async throws {
-        try await write { db in
-            try db.execute(
-                sql: "UPDATE job SET disposition = ?, disposed_at = ?, final_path = ?, updated_at = ? WHERE seq = ?",
-                arguments: [disposition.rawValue, now.timeIntervalSince1970, finalPath.map { Data($0) },
-                            now.timeIntervalSince1970, job.sequence])
+    /// Records that the source file has been dealt with; the first record stands (a disposition
+    /// repeated by a chore that read the job before this record was committed changes nothing).
+    ///
+    /// With `deferred`, the caller does not wait for the commit: the record commits with the next
+    /// durable write (the pipeline's next claim or outcome). Lost in a crash, the disposition is
+    /// applied again at the next start and finds the file already gone or moved.
+    public func markDisposed(_ job: Job, disposition: Disposition, finalPath: [UInt8]?, now: Date, deferred: Bool = false) async throws {
+        try await write(deferred ? .deferred : .durable) { db in
+            try db.cachedStatement(sql: "UPDATE job SET disposition = ?, disposed_at = ?, final_path = ?, updated_at = ? WHERE seq = ? AND disposed_at IS NULL")
+                .execute(arguments: [disposition.rawValue, now.timeIntervalSince1970, finalPath.map { Data($0) },
+                                     now.timeIntervalSince1970, job.sequence])
+            guard db.changesCount > 0 else { return }
             try JobEvent.record(db, job, kind: .disposed, at: now, message: disposition.rawValue)
         }
     }

@@ -20,13 +20,14 @@ extension JobStore {
             }
             sql += " ORDER BY next_attempt_at, seq LIMIT ?"
             _ = arguments.append(contentsOf: [limit])
-            var jobs = try Job.fetchAll(db, sql: sql, arguments: arguments)
+            // Cached statements: compiling costs more than running them (GRDB's authorizer is called
+            // for every column a statement reads).
+            var jobs = try Job.fetchAll(db.cachedStatement(sql: sql), arguments: arguments)
+            let claim = try db.cachedStatement(sql: "UPDATE job SET state = 'uploading', updated_at = ? WHERE seq = ?")
             for index in jobs.indices {
                 jobs[index].state = .uploading
                 jobs[index].updatedAt = now
-                try db.execute(
-                    sql: "UPDATE job SET state = 'uploading', updated_at = ? WHERE seq = ?",
-                    arguments: [now.timeIntervalSince1970, jobs[index].sequence])
+                try claim.execute(arguments: [now.timeIntervalSince1970, jobs[index].sequence])
                 try JobEvent.record(db, jobs[index], kind: .started, at: now, attempt: jobs[index].attempts + 1)
             }
             return jobs

@@ -13,8 +13,8 @@ public final class JobStore: Sendable {
     let pool: DatabasePool
     /// Runs ``write(_:)``'s transactions, committing concurrent writes together.
     let committer: GroupCommitter
-    /// Rung after every write: `watch` streams read the new events then.
-    public let changes = ChangeSignal()
+    /// Rung after every commit: `watch` streams read the new events then.
+    public let changes: ChangeSignal
 
     /// How much of a response body is kept with a job.
     public static let responseExcerptLimit = 64 * 1024
@@ -37,7 +37,9 @@ public final class JobStore: Sendable {
             // exists by creating and dropping a table), and nothing may write to a damaged file.
             if !readOnly { try Self.checkIntegrity(path) }
             pool = try DatabasePool(path: path, configuration: configuration)
-            committer = GroupCommitter(pool: pool)
+            let changes = ChangeSignal()
+            self.changes = changes
+            committer = GroupCommitter(pool: pool, committed: { changes.notify() })
             if readOnly { return }
             // GRDB chooses synchronous=NORMAL for WAL; Ferry's promise needs every commit durable.
             try pool.writeWithoutTransaction { db in
@@ -77,9 +79,19 @@ public final class JobStore: Sendable {
     /// that learned it is being cancelled. Writes that arrive together are committed together
     /// (``GroupCommitter``: each in its own savepoint, one durable `COMMIT` for the group); each
     /// returns only once its transaction is committed, as before.
-    func write<T: Sendable>(_ updates: @escaping @Sendable (Database) throws -> T) async throws -> T {
-        defer { changes.notify() }
-        return try await committer.write(updates)
+    ///
+    /// `.deferred`: for writes whose loss in a crash costs nothing (a claim, a disposition's record),
+    /// the caller resumes once the write has run, and it commits with the next durable write (see
+    /// ``GroupCommitter``).
+    func write<T: Sendable>(
+        _ durability: GroupCommitter.Durability = .durable, _ updates: @escaping @Sendable (Database) throws -> T
+    ) async throws -> T {
+        try await committer.write(durability, updates)
+    }
+
+    /// Commits every write made so far (deferred ones too); returns once they are on disk.
+    public func flush() async throws {
+        try await committer.flush()
     }
 
     /// A read that a cancelled caller still completes (a sidecar written during shutdown still lists
@@ -143,6 +155,9 @@ public final class JobStore: Sendable {
         try pool.writeWithoutTransaction { db in try Int.fetchOne(db, sql: "PRAGMA synchronous") ?? -1 }
     }
 
-    /// Closes the database.
-    public func close() throws { try pool.close() }
+    /// Commits what is pending (deferred writes, for up to 5 s), then closes the database.
+    public func close() throws {
+        committer.flushBlocking(timeout: .seconds(5))
+        try pool.close()
+    }
 }
