@@ -518,7 +518,7 @@ class Bench:
             peers["go net/http, 4 workers"] = peer_go(gopeer, 4)
         else:
             log("   no Go toolchain (scripts/install-deps.sh --bench installs golang-go): the Go peer is not measured")
-        # ferryd as installed (4 upload slots), and with more slots: how much of the rate is the
+        # ferryd as installed (the default upload slots), and with more slots: how much of the rate is the
         # latency of each upload's chain (claim, body, request, commits) rather than CPU.
         variants = {"ferryd": "", "ferryd, 16 upload slots": "max_concurrent_uploads = 16"}
         rows = {**{name: [] for name in variants}, **{name: [] for name in peers}}
@@ -815,7 +815,7 @@ def report(results, meta):
         for name, v in c.items():
             lines.append(f"| {name} | {v['files_per_s']:.0f} | {c['ferryd']['files_per_s'] / v['files_per_s']:.2f} |")
         cpu = ", ".join(f"{name} {v:.2f}" for name, v in s.get("peer_cpu_ms_per_file", {}).items())
-        lines += ["", f"ferryd (4 slots): peak RSS {s['ferryd_peak_rss_mib']:.1f} MiB; CPU {s['ferryd_cpu_ms_per_file']:.2f} ms per file "
+        lines += ["", f"ferryd (default slots): peak RSS {s['ferryd_peak_rss_mib']:.1f} MiB; CPU {s['ferryd_cpu_ms_per_file']:.2f} ms per file "
                   f"(user + system, median). The peers' CPU per file: {cpu or 'not measured'}.", ""]
     la = results.get("latency")
     if la:

@@ -94,7 +94,26 @@ public struct LogfmtLogHandler: LogHandler {
         var seconds = now.tv_sec
         var parts = tm()
         gmtime_r(&seconds, &parts)
-        return String(format: "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", parts.tm_year + 1900, parts.tm_mon + 1, parts.tm_mday,
-                      parts.tm_hour, parts.tm_min, parts.tm_sec, Int(now.tv_nsec / 1_000_000))
+        // Digits by hand: `String(format:)` cost about 1 % of ferryd's CPU with a line per small file.
+        var text = [UInt8]()
+        text.reserveCapacity(24)
+        func digits(_ value: Int, _ count: Int) {
+            var divisor = 1
+            for _ in 1..<count { divisor *= 10 }
+            var rest = value
+            while divisor > 0 {
+                text.append(UInt8(ascii: "0") + UInt8(rest / divisor % 10))
+                rest %= divisor
+                divisor /= 10
+            }
+        }
+        digits(Int(parts.tm_year) + 1900, 4); text.append(UInt8(ascii: "-"))
+        digits(Int(parts.tm_mon) + 1, 2); text.append(UInt8(ascii: "-"))
+        digits(Int(parts.tm_mday), 2); text.append(UInt8(ascii: "T"))
+        digits(Int(parts.tm_hour), 2); text.append(UInt8(ascii: ":"))
+        digits(Int(parts.tm_min), 2); text.append(UInt8(ascii: ":"))
+        digits(Int(parts.tm_sec), 2); text.append(UInt8(ascii: "."))
+        digits(Int(now.tv_nsec / 1_000_000), 3); text.append(UInt8(ascii: "Z"))
+        return String(decoding: text, as: UTF8.self)
     }
 }

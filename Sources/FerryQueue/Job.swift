@@ -218,6 +218,15 @@ public struct Job: Sendable, Hashable, FetchableRecord, MutablePersistableRecord
         container["upload_endpoint"] = upload?.endpointKey
     }
 
+    /// The columns an attempt's outcome may change. Writing only these leaves untouched the
+    /// indexes over what never changes after intake (the id, the path, the creation time), which a
+    /// whole-row update rewrote on every outcome.
+    static let outcomeColumns: [String] = [
+        "state", "attempts", "updated_at", "next_attempt_at", "finished_at", "last_error", "response_status",
+        "response_body", "response_content_type", "disposition", "disposed_at", "held_at", "attempt_base",
+        "upload_url", "upload_offset", "upload_expires", "upload_endpoint",
+    ]
+
     public mutating func didInsert(_ inserted: InsertionSuccess) {
         sequence = inserted.rowID
     }

@@ -51,11 +51,11 @@ extension JobStore {
         let repeatable: Bool = if case .interrupted(_, _, true) = transition { true } else { false }
         try await write { db in
             if repeatable, try Self.extendRepeatedInterruption(db, like: record, now: now) {
-                try updated.update(db)
+                try updated.update(db, columns: Job.outcomeColumns)
                 return
             }
             try record.insert(db)
-            try updated.update(db)
+            try updated.update(db, columns: Job.outcomeColumns)
             try JobEvent.record(db, updated, kind: event.0, at: now, attempt: record.number, status: record.httpStatus, message: event.1)
         }
         return updated
@@ -146,7 +146,7 @@ extension JobStore {
         job.lastError = error
         let updated = job
         try await write { db in
-            try updated.update(db)
+            try updated.update(db, columns: Job.outcomeColumns)
             try JobEvent.record(db, updated, kind: .failed, at: now, message: error)
         }
         return updated
