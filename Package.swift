@@ -259,6 +259,10 @@ let package = Package(
             dependencies: ["FerryConfig"]
         ),
         .testTarget(
+            name: "FerrySpoolTests",
+            dependencies: ["FerrySpool"]
+        ),
+        .testTarget(
             name: "FerryQueueTests",
             dependencies: ["FerryQueue", .product(name: "GRDB", package: "GRDB.swift")]
         ),

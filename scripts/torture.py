@@ -28,6 +28,7 @@ carried the same Idempotency-Key.
 
   scripts/torture.py --quick          # about 2-3 minutes (CI)
   scripts/torture.py --long           # 20+ minutes, thousands of files, hundreds of kills
+  scripts/torture.py --small-files 20000 --bin .build/release   # many small files, as fast as ferryd takes them
   scripts/torture.py --duration 600   # the crash loop's length in seconds
 Options: --bin DIR (default .build/debug; also $FERRY_BIN), --seed N, --keep (keep the work directory),
 --tls (serve HTTPS with a test CA made by openssl), --no-faults. Exit status: 0 the oracle holds, 1 it
@@ -107,6 +108,13 @@ class Settings:
         self.drain_timeout = 600 if args.long else 120
         self.backlog_limit = 300                                   # the producer waits beyond this many files in the spool
         self.backlog_bytes = 2 * 1024 * MIB
+        # --small-files N: the crash loop drops N files of at most 64 KiB as fast as it can, and lasts
+        # until all are dropped (the many-small-files path: batched commits, bodies in memory).
+        self.small_files = args.small_files
+        if self.small_files:
+            self.max_size = 64 * KIB
+            self.backlog_limit = 2000
+            self.duration = args.duration or 3600
 
 
 class Work:
@@ -417,13 +425,23 @@ class Producer(threading.Thread):
                     pass
         return count, total
 
+    @property
+    def finished(self):
+        """With --small-files, whether all of them have been dropped."""
+        return bool(self.settings.small_files) and self.sequence >= self.settings.small_files
+
     def run(self):
         try:
             interval = 1.0 / self.settings.files_per_second
-            while not self.stop_event.is_set():
-                count, total = self.backlog()
-                if count > self.settings.backlog_limit or total > self.settings.backlog_bytes:
-                    self.stop_event.wait(0.5)
+            small = self.settings.small_files
+            while not self.stop_event.is_set() and not self.finished:
+                if not small or self.sequence % 200 == 0:
+                    count, total = self.backlog()
+                    if count > self.settings.backlog_limit or total > self.settings.backlog_bytes:
+                        self.stop_event.wait(0.5 if not small else 0.05)
+                        continue
+                if small:
+                    self.make(int(round((self.settings.max_size + 1) ** self.rng.random())) - 1)
                     continue
                 self.make(random_size(self.rng, self.settings.max_size))
                 self.stop_event.wait(self.rng.expovariate(1.0 / interval))
@@ -573,7 +591,10 @@ def wait_drained(work, ledger, ferryctl, timeout, why):
 
 def phase_crash_loop(ctx):
     s = ctx.settings
-    log(f"phase 1+2: crash loop with faults for {s.duration}s (files up to {human_bytes(s.max_size)})")
+    if s.small_files:
+        log(f"phase 1+2: crash loop with faults until {s.small_files:,} files of up to {human_bytes(s.max_size)} are dropped")
+    else:
+        log(f"phase 1+2: crash loop with faults for {s.duration}s (files up to {human_bytes(s.max_size)})")
     producer = Producer(ctx.work, ctx.ledger, s, random.Random(ctx.rng.random()))
     ctx.producer = producer
     killer = Killer(ctx.daemon, ctx.receiver, s, random.Random(ctx.rng.random()))
@@ -581,7 +602,7 @@ def phase_crash_loop(ctx):
     killer.start()
     started = time.time()
     last_report = started
-    while time.time() - started < s.duration:
+    while time.time() - started < s.duration and not producer.finished:
         time.sleep(1)
         for thread in (producer, killer, ctx.sampler):
             if thread.error:
@@ -829,6 +850,9 @@ def main():
     mode.add_argument("--quick", action="store_true", help="about 2-3 minutes (the default)")
     mode.add_argument("--long", action="store_true", help="20+ minutes, files up to 64 MiB")
     parser.add_argument("--duration", type=float, help="the crash loop's length in seconds")
+    parser.add_argument("--small-files", type=int, metavar="N",
+                        help="the crash loop drops N files of 0-64 KiB as fast as ferryd takes them, then ends "
+                             "(e.g. --small-files 20000 --bin .build/release)")
     parser.add_argument("--bin", default=os.environ.get("FERRY_BIN", os.path.join(ROOT, ".build", "debug")),
                         help="the directory holding ferryd, ferryctl and ferry-receiver")
     parser.add_argument("--seed", type=int, default=None, help="replay sizes, kill times and fault draws (default: random, printed)")

@@ -166,7 +166,12 @@ public final class SpoolWatcher: Sendable {
         activeListener.withLock { $0 = listener }
         syncWaiters.withLock { $0.stopped = false }
         let timer = TickTimer(firstAt: state.nextRescan)
-        let ticker = Task { [continuation] in await timer.run { continuation.yield(.tick) } }
+        let ticker = Task { [continuation] in
+            await timer.run(retry: Self.tickInterval) {
+                if case .dropped = continuation.yield(.tick) { return false }
+                return true
+            }
+        }
         defer {
             ticker.cancel()
             activeListener.withLock { $0 = nil }
@@ -187,6 +192,8 @@ public final class SpoolWatcher: Sendable {
                 await state.fullScan(deliver: deliver)
                 answerSync(waiting, settling: state.pending.count)
             }
+            // Any input (the tick it sent may have found the buffer full) brings a requested rescan forward.
+            if retryRescan.takeIfSet() { state.nextRescan = min(state.nextRescan, .now + Self.retryRescanDelay) }
             // Every input first handles the events read so far (so a sync marker is answered only
             // after the events posted before it, and a dropped wake-up delays none for long).
             let events = takePendingEvents()
@@ -195,7 +202,6 @@ public final class SpoolWatcher: Sendable {
             case .events:
                 break
             case .tick:
-                if retryRescan.takeIfSet() { state.nextRescan = min(state.nextRescan, .now + Self.retryRescanDelay) }
                 await state.tick(deliver: deliver)
             case .rescan:
                 await state.fullScan(deliver: deliver)
