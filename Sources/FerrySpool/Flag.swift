@@ -6,4 +6,7 @@ final class Flag: Sendable {
     func set() { value.store(true, ordering: .relaxed) }
     /// Whether it was set; clears it.
     func takeIfSet() -> Bool { value.exchange(false, ordering: .relaxed) }
+
+    /// Whether the flag is set, leaving it so.
+    var isSet: Bool { value.load(ordering: .relaxed) }
 }

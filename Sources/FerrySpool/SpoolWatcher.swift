@@ -209,6 +209,9 @@ public final class SpoolWatcher: Sendable {
                 answerSync([token], settling: state.pending.count)
             }
             settling.store(state.pending.count, ordering: .relaxed)
+            // Events dropped while this input was handled (a long rescan, say) are answered by a rescan
+            // at the next input: make sure there is one. Ticks every 250 ms used to hide this.
+            if droppedEvents.isSet, case .dropped = continuation.yield(.tick) {}
             // Settling files are looked at again soon; otherwise nothing is due before the next rescan.
             timer.schedule(at: state.pending.isEmpty ? state.nextRescan : min(state.nextRescan, .now + Self.tickInterval))
         }
