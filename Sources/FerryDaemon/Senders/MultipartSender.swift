@@ -1,5 +1,6 @@
 import FerryConfig
 import FerryDelivery
+import FerryMultipart
 import FerryQueue
 import FerrySystem
 import FerryTransport
@@ -123,16 +124,25 @@ struct MultipartSender: Sender {
         do {
             let form = try BodyBuilder.body(job: job, source: source, spool: spool, isCancelled: isCancelled)
             let body = try form.bytes(path: job.displayPath)
-            if let now = try? source.currentStatus(), now.version != job.identity {
-                return .unusable(.sourceChanged(now.version))
-            }
+            if let changed = Self.changedSince(job, source) { return .unusable(changed) }
             return .body(body, contentType: form.contentType)
         } catch {
-            switch error {
-            case .cancelled: return .unusable(.stopped)
-            case .sourceChanged: return .unusable(.sourceChanged(source.currentVersion))
-            default: return .unusable(.localFailure("cannot build the request body: \(error)"))
-            }
+            return .unusable(Self.report(for: error, source: source))
+        }
+    }
+
+    /// A copy is only good if the file did not change while it was read: the report if it did.
+    private static func changedSince(_ job: Job, _ source: SourceFile) -> AttemptReport? {
+        guard let now = try? source.currentStatus(), now.version != job.identity else { return nil }
+        return .sourceChanged(now.version)
+    }
+
+    /// What a failed body build or render says about the attempt.
+    private static func report(for error: MultipartError, source: SourceFile) -> AttemptReport {
+        switch error {
+        case .cancelled: .stopped
+        case .sourceChanged: .sourceChanged(source.currentVersion)
+        default: .localFailure("cannot build the request body: \(error)")
         }
     }
 
@@ -142,20 +152,15 @@ struct MultipartSender: Sender {
         do {
             let built = try bodies.build(job: job, source: source, spool: configuration, isCancelled: isCancelled,
                                          progress: { built, written in start.advance(built, to: written) })
-            // The copy is only good if the file did not change while it was being copied.
-            if let now = try? source.currentStatus(), now.version != job.identity {
+            if let changed = Self.changedSince(job, source) {
                 bodies.remove(for: job)
-                outcome = .stopped(.sourceChanged(now.version))
+                outcome = .stopped(changed)
             } else {
                 outcome = .built(built)
             }
         } catch {
             bodies.remove(for: job)
-            switch error {
-            case .cancelled: outcome = .stopped(.stopped)
-            case .sourceChanged: outcome = .stopped(.sourceChanged(source.currentVersion))
-            default: outcome = .stopped(.localFailure("cannot build the request body: \(error)"))
-            }
+            outcome = .stopped(Self.report(for: error, source: source))
         }
         if case .built = outcome { start.body?.finish() } else { start.body?.fail(BodyStart.Abandoned()) }
         start.fire(nil)  // if the build ended before the body file existed
