@@ -268,7 +268,10 @@ let package = Package(
         ),
         .testTarget(
             name: "FerryTransportTests",
-            dependencies: ["FerryTransport", "FerryReceiver", "FerryTestSupport"]
+            dependencies: [
+                "FerryTransport", "FerryReceiver", "FerrySystem", "FerryTestSupport",
+                .product(name: "SystemPackage", package: "swift-system"),
+            ]
         ),
         .testTarget(
             name: "FerryDaemonTests",

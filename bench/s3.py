@@ -12,6 +12,7 @@ multipart transfer manager: 8 MiB parts, 10 threads) on the same local S3 server
   python3 bench/s3.py --server seaweedfs    # or moto
   python3 bench/s3.py --bin DIR --runs 5    # ferryd and ferryctl from DIR
   python3 bench/s3.py --smoke               # 32 MiB and 100 files, one run
+  python3 bench/s3.py --part-concurrency 4  # ferryd with four parts in flight (default: its own, 1)
 
 The server is started by Tests/Servers/s3_server.py (installed by scripts/install-deps.sh --test);
 it runs on the same two cores, so both clients share the machine with it. Medians are reported;
@@ -38,6 +39,9 @@ def start_server(kind, work):
     return process, line.split()[1]
 
 
+PART_CONCURRENCY = None  # --part-concurrency: ferryd's part_concurrency, when set
+
+
 def start_ferryd(bin_dir, work, endpoint, tag):
     spool = os.path.join(work, f"spool-{tag}")
     os.makedirs(spool)
@@ -57,7 +61,7 @@ key = "{tag}/{{relative_path}}"
 access_key_id = "{AK}"
 secret_access_key = "${{env:FERRY_BENCH_SECRET}}"
 settle = "0s"
-''')
+''' + (f"part_concurrency = {PART_CONCURRENCY}\n" if PART_CONCURRENCY else ""))
     env = dict(os.environ, FERRY_BENCH_SECRET=SK)
     process = subprocess.Popen([os.path.join(bin_dir, "ferryd"), "--config", config], env=env,
                                stderr=open(os.path.join(work, f"ferryd-{tag}.log"), "w"))
@@ -137,7 +141,10 @@ def main():
     parser.add_argument("--bin", help="directory with release ferryd and ferryctl (skips the build)")
     parser.add_argument("--smoke", action="store_true")
     parser.add_argument("--out", help="also write results.json here")
+    parser.add_argument("--part-concurrency", type=int, help="ferryd's part_concurrency (default: ferryd's own)")
     args = parser.parse_args()
+    global PART_CONCURRENCY
+    PART_CONCURRENCY = args.part_concurrency
     large = (32 if args.smoke else 1024) << 20
     small_count = 100 if args.smoke else 1000
     runs = 1 if args.smoke else args.runs
@@ -171,7 +178,8 @@ def main():
         server.wait()
         shutil.rmtree(work, ignore_errors=True)
     med = {key: statistics.median(value) for key, value in results.items() if isinstance(value, list)}
-    print(f"## S3: ferryd against `aws s3 cp` on {args.server} (medians of {runs})\n")
+    setting = f", part_concurrency = {args.part_concurrency}" if args.part_concurrency else ""
+    print(f"## S3: ferryd{setting} against `aws s3 cp` on {args.server} (medians of {runs})\n")
     print("| measure | ferryd | aws s3 cp | ratio | target |")
     print("| --- | --- | --- | --- | --- |")
     print(f"| {large >> 20} MiB file, wall time | {med['ferryd_large_s']:.2f} s | {med['aws_large_s']:.2f} s | "

@@ -33,4 +33,5 @@ void *cferry_memmem(const void *haystack, size_t haystacklen, const void *needle
 void cferry_tune_malloc(void) {
     mallopt(M_MMAP_THRESHOLD, 128 * 1024);
     mallopt(M_ARENA_MAX, 2);
+    mallopt(M_TRIM_THRESHOLD, 1024 * 1024);
 }

@@ -7,7 +7,7 @@ extension ConfigurationLoader {
     struct S3Keys: UploadProtocolKeys {
         static let keys: Set<String> = [
             "bucket", "key", "region", "addressing", "access_key_id", "secret_access_key", "session_token", "part_size",
-            "multipart_threshold", "checksum", "storage_class",
+            "multipart_threshold", "checksum", "storage_class", "part_concurrency",
         ]
 
         /// Headers Ferry sets on S3 requests itself.
@@ -46,6 +46,7 @@ extension ConfigurationLoader {
                 context.report(reader.path.appending("part_size"), "\(partSize) bytes is more than S3's largest part (5 GiB)")
             }
             let threshold = reader.size("multipart_threshold", minimum: S3Settings.minimumPartSize)
+            let partConcurrency = reader.int("part_concurrency", in: 1...S3Settings.maximumPartConcurrency) ?? 1
             var checksum = S3Settings.Checksum.crc32c
             if let text = reader.string("checksum") {
                 if let value = S3Settings.Checksum(rawValue: text.lowercased()) {
@@ -70,7 +71,7 @@ extension ConfigurationLoader {
             s3 = S3Settings(
                 bucket: bucket, key: key, region: region, addressing: resolvedAddressing, accessKeyID: accessKeyID,
                 secretAccessKey: secretAccessKey, sessionToken: sessionToken, partSize: partSize, multipartThreshold: threshold,
-                checksum: checksum, storageClass: storageClass)
+                checksum: checksum, storageClass: storageClass, partConcurrency: partConcurrency)
         }
 
         /// A field becomes `x-amz-meta-<name>`: a lowercase header token.

@@ -31,6 +31,10 @@ public struct S3Settings: Sendable, Equatable {
     public var checksum: Checksum
     /// `x-amz-storage-class`, if set.
     public var storageClass: String?
+    /// Parts in flight at once (`part_concurrency`, default 1). Each part in flight is what a cut
+    /// connection or a kill -9 may cost, so 1 bounds that to one part; more uses more connections
+    /// at once, for servers that are faster that way.
+    public var partConcurrency: Int
 
     /// S3's limits: parts per upload, and the smallest and largest part.
     public static let maximumParts: Int64 = 10_000
@@ -38,11 +42,14 @@ public struct S3Settings: Sendable, Equatable {
     public static let maximumPartSize: Int64 = 5 << 30
     /// The largest object S3 stores (5 TiB).
     public static let maximumObjectSize: Int64 = 5 << 40
+    /// The most `part_concurrency` allows.
+    public static let maximumPartConcurrency = 8
 
     public init(
         bucket: String, key: ValueTemplate, region: String = "us-east-1", addressing: Addressing = .path,
         accessKeyID: ValueTemplate, secretAccessKey: ValueTemplate, sessionToken: ValueTemplate? = nil,
-        partSize: Int64 = 16 << 20, multipartThreshold: Int64? = nil, checksum: Checksum = .crc32c, storageClass: String? = nil
+        partSize: Int64 = 16 << 20, multipartThreshold: Int64? = nil, checksum: Checksum = .crc32c, storageClass: String? = nil,
+        partConcurrency: Int = 1
     ) {
         self.bucket = bucket
         self.key = key
@@ -55,6 +62,7 @@ public struct S3Settings: Sendable, Equatable {
         self.multipartThreshold = multipartThreshold ?? partSize
         self.checksum = checksum
         self.storageClass = storageClass
+        self.partConcurrency = partConcurrency
     }
 
     /// The part size for a file of `length` bytes: `partSize`, grown to whole MiB so the file

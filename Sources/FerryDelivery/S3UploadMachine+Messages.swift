@@ -17,15 +17,19 @@ extension S3UploadMachine {
         public var endpointKey: String?
         /// The checksum every part carries, which the object's composite checksum must match.
         public var checksum: S3ChecksumAlgorithm?
+        /// The most parts in flight at once (1 to ``S3UploadMachine/concurrencyLimit``).
+        public var partConcurrency: Int
 
         public init(
-            length: Int64, partSize: Int64, multipartThreshold: Int64, endpointKey: String? = nil, checksum: S3ChecksumAlgorithm? = .crc32c
+            length: Int64, partSize: Int64, multipartThreshold: Int64, endpointKey: String? = nil, checksum: S3ChecksumAlgorithm? = .crc32c,
+            partConcurrency: Int = 1
         ) {
             self.length = length
             self.partSize = partSize
             self.multipartThreshold = multipartThreshold
             self.endpointKey = endpointKey
             self.checksum = checksum
+            self.partConcurrency = partConcurrency
         }
 
         /// How many parts the file takes.

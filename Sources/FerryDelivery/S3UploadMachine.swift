@@ -15,6 +15,11 @@ import Foundation
 ///       │                    │
 ///       └─ NoSuchUpload ─────┴─ (every part was confirmed) headObject: our object? done : create
 ///
+/// At most `partConcurrency` parts are in flight at once (1 by default: a part starts when the one
+/// before is answered and recorded). Each part in flight is what a cut or a kill -9 may cost, so
+/// with 1 that is at most one part. A failed part stops new parts; the parts in flight are answered
+/// (and recorded) before the failure is decided, as if it had come last.
+///
 /// Every loop the server can drive is bounded: creations, re-sent parts, listings, and requests in
 /// a row that confirm nothing new.
 public struct S3UploadMachine: Sendable {
@@ -26,8 +31,11 @@ public struct S3UploadMachine: Sendable {
         case create
         /// `GET` the upload (ListParts) from after part `marker`; report with ``listed(_:)``.
         case listParts(url: String, marker: Int?)
-        /// `PUT` part `number` (the file's `offset..<offset+length`); report with ``stored(_:)``.
+        /// Start `PUT` part `number` (the file's `offset..<offset+length`), then call
+        /// ``partStarted()`` without waiting; report its answer with ``storedPart(_:_:)``.
         case uploadPart(url: String, number: Int, offset: Int64, length: Int64)
+        /// Nothing to start: wait for the answer of a part in flight.
+        case awaitPart
         /// `POST` the upload with the parts (CompleteMultipartUpload); report with ``completed(_:)``.
         case complete(url: String, parts: [UploadPart])
         /// `HEAD` the object; report with ``headed(_:)``.
@@ -40,6 +48,8 @@ public struct S3UploadMachine: Sendable {
 
     /// Multipart uploads created in one attempt before it gives up (the server keeps losing them).
     public static let creationLimit = 3
+    /// The most parts in flight at once (`part_concurrency` is clamped to it).
+    public static let concurrencyLimit = 8
     /// Times one part may be refused for its checksum (BadDigest) before the attempt gives up.
     public static let partRejectionLimit = 3
     /// Requests in a row that confirm nothing new before the attempt ends.
@@ -47,22 +57,27 @@ public struct S3UploadMachine: Sendable {
     /// ListParts pages read in one listing (1,000 parts a page: 10,000 parts, and margin).
     public static let listingPageLimit = 20
 
-    private enum Phase: Sendable {
-        case ready, putting, creating, listing(found: [UploadPart], pages: Int), sending(number: Int)
-        case completing, heading, recording(then: Action), finished
+    enum Phase: Sendable {
+        case ready, putting, creating, listing(found: [UploadPart], pages: Int), sending
+        /// `then`: the action after the record; `nil`: go on sending parts.
+        case completing, heading, recording(then: Action?), finished
     }
 
     public let settings: Settings
     /// The multipart upload as it stands, and its confirmed parts by number.
-    public private(set) var upload: ResumableUpload?
-    public private(set) var parts: [Int: UploadPart]
+    public internal(set) var upload: ResumableUpload?
+    public internal(set) var parts: [Int: UploadPart]
     /// The stored object's ETag, once the upload succeeded.
     public private(set) var objectETag: String?
-    private var notices: [Notice] = []
+    var notices: [Notice] = []
     private let initialBytes: Int64
-    private var phase = Phase.ready
+    var phase = Phase.ready
     private var creations = 0, listings = 0, requestsWithoutProgress = 0
-    private var rejections: [Int: Int] = [:]
+    var rejections: [Int: Int] = [:]
+    /// Parts requested and not yet answered.
+    var inFlight: Set<Int> = []
+    /// The first part that failed while others were in flight, decided once they are answered.
+    var heldFailure: (number: Int, response: Response)?
 
     /// `known`: the upload from an earlier attempt and its recorded parts, if any.
     public init(settings: Settings, known: ResumableUpload?, parts: [UploadPart]) {
@@ -107,7 +122,7 @@ public struct S3UploadMachine: Sendable {
             let upload = ResumableUpload(url: url, offset: 0, endpointKey: settings.endpointKey)
             self.upload = upload
             parts = [:]
-            return record(.upload(upload, parts: []), then: nextPart())
+            return record(.upload(upload, parts: []), then: nil)
         default:
             return finishOther(response, during: "creating the multipart upload")
         }
@@ -141,7 +156,7 @@ public struct S3UploadMachine: Sendable {
             parts = reconciled
             let updated = withOffset(upload)
             self.upload = updated
-            return record(.upload(updated, parts: parts.values.sorted { $0.number < $1.number }), then: nextPart())
+            return record(.upload(updated, parts: parts.values.sorted { $0.number < $1.number }), then: nil)
         case .error(let error) where error.code == "NoSuchUpload":
             return uploadLost()
         default:
@@ -149,40 +164,14 @@ public struct S3UploadMachine: Sendable {
         }
     }
 
-    /// The answer to PutObject or UploadPart.
+    /// The answer to PutObject.
     public mutating func stored(_ response: Response) -> Action {
-        switch phase {
-        case .putting:
-            switch response {
-            case .stored(let etag, _):
-                return succeed(etag: etag)
-            default:
-                return finishOther(response, during: "uploading the object")
-            }
-        case .sending(let number):
-            guard let upload else { preconditionFailure("a part without an upload") }
-            switch response {
-            case .stored(let etag, let checksum):
-                let part = UploadPart(number: number, size: Int64(settings.range(ofPart: number).count), etag: etag, checksum: checksum)
-                parts[number] = part
-                requestsWithoutProgress = 0
-                let updated = withOffset(upload)
-                self.upload = updated
-                return record(.part(part, upload: updated), then: nextPart())
-            case .error(let error) where error.code == "NoSuchUpload":
-                return uploadLost()
-            case .error(let error) where S3ErrorAnswer.checksumCodes.contains(error.code ?? ""):
-                rejections[number, default: 0] += 1
-                notices.append(.partRejected(number: number, code: error.code ?? ""))
-                guard rejections[number]! < Self.partRejectionLimit else {
-                    return finishOther(response, during: "uploading part \(number)")
-                }
-                return countRequest() ?? sendPart(number)
-            default:
-                return finishOther(response, during: "uploading part \(number) of \(settings.partCount)")
-            }
+        guard case .putting = phase else { preconditionFailure("stored() outside PutObject") }
+        switch response {
+        case .stored(let etag, _):
+            return succeed(etag: etag)
         default:
-            preconditionFailure("stored() outside an upload")
+            return finishOther(response, during: "uploading the object")
         }
     }
 
@@ -231,6 +220,7 @@ public struct S3UploadMachine: Sendable {
     /// The recorded state is durable.
     public mutating func recorded() -> Action {
         guard case .recording(let next) = phase else { preconditionFailure("recorded() outside recording") }
+        guard let next else { return continueSending() }
         return proceed(to: next)
     }
 
@@ -257,7 +247,7 @@ public struct S3UploadMachine: Sendable {
         return .listParts(url: upload.url, marker: nil)
     }
 
-    private mutating func uploadLost() -> Action {
+    mutating func uploadLost() -> Action {
         let allConfirmed = (1...settings.partCount).allSatisfy { parts[$0] != nil }
         if allConfirmed {
             phase = .heading
@@ -276,24 +266,7 @@ public struct S3UploadMachine: Sendable {
         return .record(.upload(nil, parts: []))
     }
 
-    /// The first part the server does not have, or completion.
-    private func nextPart() -> Action {
-        guard let upload else { return .create }
-        for number in 1...settings.partCount where parts[number] == nil {
-            let range = settings.range(ofPart: number)
-            return .uploadPart(url: upload.url, number: number, offset: range.lowerBound, length: Int64(range.count))
-        }
-        return .complete(url: upload.url, parts: parts.values.sorted { $0.number < $1.number })
-    }
-
-    private mutating func sendPart(_ number: Int) -> Action {
-        guard let upload else { return create() }
-        let range = settings.range(ofPart: number)
-        phase = .sending(number: number)
-        return .uploadPart(url: upload.url, number: number, offset: range.lowerBound, length: Int64(range.count))
-    }
-
-    private mutating func record(_ change: Record, then next: Action) -> Action {
+    mutating func record(_ change: Record, then next: Action?) -> Action {
         phase = .recording(then: next)
         return .record(change)
     }
@@ -303,20 +276,15 @@ public struct S3UploadMachine: Sendable {
         case .create:
             phase = .creating
             return .create
-        case .uploadPart(_, let number, _, _):
-            if let action = countRequest() { return action }
-            return sendPart(number)
-        case .complete:
-            if let action = countRequest() { return action }
-            phase = .completing
-            return next
         default:
             return next
         }
     }
 
     /// Counts a request that may not confirm anything new; ends the attempt past the limit.
-    private mutating func countRequest() -> Action? {
+    mutating func resetRequestCount() { requestsWithoutProgress = 0 }
+
+    mutating func countRequest() -> Action? {
         requestsWithoutProgress += 1
         guard requestsWithoutProgress <= Self.requestsWithoutProgressLimit else {
             return finish(.noAnswer("\(Self.requestsWithoutProgressLimit) requests in a row confirmed no new part"))
@@ -324,7 +292,7 @@ public struct S3UploadMachine: Sendable {
         return nil
     }
 
-    private func withOffset(_ upload: ResumableUpload) -> ResumableUpload {
+    func withOffset(_ upload: ResumableUpload) -> ResumableUpload {
         var updated = upload
         updated.offset = confirmedBytes
         return updated
@@ -341,7 +309,7 @@ public struct S3UploadMachine: Sendable {
         return algorithm.composite(ofParts: checksums)
     }
 
-    private mutating func finishOther(_ response: Response, during: String) -> Action {
+    mutating func finishOther(_ response: Response, during: String) -> Action {
         switch response {
         case .error(let error):
             return finish(.answered(error.answer(during: during)))
@@ -363,7 +331,7 @@ public struct S3UploadMachine: Sendable {
         return finish(.answered(ServerAnswer(status: 200)))
     }
 
-    private mutating func finish(_ report: AttemptReport) -> Action {
+    mutating func finish(_ report: AttemptReport) -> Action {
         phase = .finished
         return .finish(report)
     }

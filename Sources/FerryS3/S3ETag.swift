@@ -14,7 +14,7 @@ public enum S3ETag {
             guard hex.count == 32, let raw = Self.bytes(hex: hex) else { return nil }
             bytes += raw
         }
-        let digest = Insecure.MD5.hash(data: bytes).map { String(format: "%02x", $0) }.joined()
+        let digest = SigV4Signer.hex(Insecure.MD5.hash(data: bytes))
         return "\(digest)-\(etags.count)"
     }
 

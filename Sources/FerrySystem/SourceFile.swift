@@ -34,6 +34,31 @@ public struct SourceFile: Sendable {
 
     public func close() { try? descriptor.close() }
 
+    /// The bytes of `range` (the whole file by default), read with `pread`; `changed` if the file
+    /// ends before the range does. For small ranges: the bytes are all in memory. Blocking.
+    public func bytes(of range: Range<Int64>? = nil) throws(SourceReadError) -> [UInt8] {
+        let range = range ?? 0..<status.size
+        let length = Int(range.upperBound - range.lowerBound)
+        var failure: SourceReadError?
+        let bytes = [UInt8](unsafeUninitializedCapacity: length) { buffer, initialized in
+            while initialized < length {
+                let count = pread(descriptor.rawValue, buffer.baseAddress! + initialized, length - initialized, off_t(range.lowerBound) + off_t(initialized))
+                if count < 0 {
+                    if errno == EINTR { continue }
+                    failure = .io(SystemError.current("read", "(source)"))
+                    return
+                }
+                if count == 0 {
+                    failure = .changed
+                    return
+                }
+                initialized += count
+            }
+        }
+        if let failure { throw failure }
+        return bytes
+    }
+
     /// The digest of `range` of the file (the whole file by default), read in 1 MiB pieces.
     /// Blocking: call it off the concurrency pool.
     public func digest<Hash: HashFunction>(

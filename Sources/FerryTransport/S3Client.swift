@@ -78,42 +78,63 @@ public final class S3Client: Sendable {
         record: @escaping @Sendable (S3UploadMachine.Record) async throws -> Void,
         progress: @escaping @Sendable (Int64) -> Void
     ) async throws -> S3TransferResult {
-        var machine = S3UploadMachine(settings: transfer.settings, known: transfer.known, parts: transfer.knownParts)
-        var action = machine.start()
-        var bytesSent: Int64 = 0
-        var versionID: String?
-        while true {
-            if Task.isCancelled, !action.isFinish { action = machine.cancel() }
-            switch action {
-            case .finish(let report):
-                return S3TransferResult(
-                    report: report, bytesSent: bytesSent, upload: machine.upload, progressed: machine.progressed,
-                    etag: machine.objectETag, versionID: versionID)
-            case .putObject:
-                let (response, sent, version) = await putObject(transfer, logger: logger, progress: progress)
-                bytesSent += sent
-                versionID = version
-                action = machine.stored(response)
-            case .create:
-                action = machine.created(await create(transfer, logger: logger))
-            case .listParts(let url, let marker):
-                action = machine.listed(await listParts(transfer, url: url, marker: marker, logger: logger))
-            case .uploadPart(let url, let number, let offset, let length):
-                let (response, sent) = await uploadPart(transfer, url: url, number: number, range: offset..<(offset + length),
-                                                        logger: logger, progress: progress)
-                bytesSent += sent
-                action = machine.stored(response)
-            case .complete(let url, let parts):
-                let (response, version) = await complete(transfer, url: url, parts: parts, logger: logger)
-                versionID = version
-                action = machine.completed(response)
-            case .headObject:
-                action = machine.headed(await head(transfer, logger: logger))
-            case .record(let change):
-                try await record(change)
-                action = machine.recorded()
+        try await withThrowingTaskGroup(of: Void.self) { parts in
+            var machine = S3UploadMachine(settings: transfer.settings, known: transfer.known, parts: transfer.knownParts)
+            let inFlight = S3PartsInFlight(confirmed: machine.confirmedBytes, report: progress)
+            defer { inFlight.finish() }
+            var answers = inFlight.answers.makeAsyncIterator()
+            var action = machine.start()
+            var bytesSent: Int64 = 0
+            var versionID: String?
+            while true {
+                if Task.isCancelled, !action.isFinish { action = machine.cancel() }
+                switch action {
+                case .finish(let report):
+                    // Parts still in flight are cancelled; what they sent counts.
+                    parts.cancelAll()
+                    try? await parts.waitForAll()
+                    inFlight.finish()
+                    while let answer = await answers.next() { bytesSent += answer.bytesSent }
+                    return S3TransferResult(
+                        report: report, bytesSent: bytesSent, upload: machine.upload, progressed: machine.progressed,
+                        etag: machine.objectETag, versionID: versionID)
+                case .putObject:
+                    let (response, sent, version) = await putObject(transfer, logger: logger, progress: progress)
+                    bytesSent += sent
+                    versionID = version
+                    action = machine.stored(response)
+                case .create:
+                    action = machine.created(await create(transfer, logger: logger))
+                case .listParts(let url, let marker):
+                    action = machine.listed(await listParts(transfer, url: url, marker: marker, logger: logger))
+                case .uploadPart(let url, let number, let offset, let length):
+                    parts.addTask {
+                        let (response, sent) = await self.uploadPart(
+                            transfer, url: url, number: number, range: offset..<(offset + length), logger: logger,
+                            progress: { inFlight.progressed(number, count: $0) })
+                        inFlight.answered(number, response: response, bytesSent: sent)
+                    }
+                    action = machine.partStarted()
+                case .awaitPart:
+                    if let answer = await answers.next() {
+                        bytesSent += answer.bytesSent
+                        action = machine.storedPart(answer.number, answer.response)
+                    } else {
+                        action = machine.cancel()
+                    }
+                case .complete(let url, let parts):
+                    let (response, version) = await complete(transfer, url: url, parts: parts, logger: logger)
+                    versionID = version
+                    action = machine.completed(response)
+                case .headObject:
+                    action = machine.headed(await head(transfer, logger: logger))
+                case .record(let change):
+                    try await record(change)
+                    inFlight.confirmed(machine.confirmedBytes)
+                    action = machine.recorded()
+                }
+                for notice in machine.takeNotices() { Self.log(notice, to: logger) }
             }
-            for notice in machine.takeNotices() { Self.log(notice, to: logger) }
         }
     }
 
@@ -130,6 +151,21 @@ public final class S3Client: Sendable {
         }
         let length = transfer.source.status.size
         var payloadHash = SigV4Signer.unsignedPayload
+        if length <= UploadRequest.inMemoryLimit {
+            // Read once: the checksum is of the bytes sent, and the body goes in one write.
+            let small: SmallBody
+            switch await Self.smallBody(transfer.source, transfer.checksum) {
+            case .success(let body): small = body
+            case .failure(let failure): return (failure.response, 0, nil)
+            }
+            if let algorithm = transfer.checksum, let checksum = small.checksum { headers.append((algorithm.headerName, checksum)) }
+            headers.append(("Content-Type", transfer.contentType))
+            let result = await send(
+                transfer, method: "PUT", url: transfer.object.url, headers: headers, payloadHash: small.sha256Hex ?? payloadHash,
+                bytes: small.bytes, logger: logger, progress: progress)
+            let version = result.headers.flatMap { HTTPHeaders.value("x-amz-version-id", in: $0) }
+            return (Self.stored(result, checksum: transfer.checksum), result.bytesSent, version)
+        }
         if let algorithm = transfer.checksum {
             switch await checksum(transfer.source, 0..<length, algorithm) {
             case .success(let value):
@@ -189,7 +225,7 @@ public final class S3Client: Sendable {
         }
         let result = await send(
             transfer, method: "PUT", url: url + "&partNumber=\(number)", headers: headers, payloadHash: payloadHash, body: range,
-            logger: logger, progress: { progress(range.lowerBound + $0) })
+            logger: logger, progress: progress)
         var response = Self.stored(result, checksum: transfer.checksum)
         if case .stored(let etag, nil) = response, let sent {
             // Most servers do not echo the checksum they verified: it is the one sent with the part.
@@ -200,7 +236,7 @@ public final class S3Client: Sendable {
 
     private func complete(_ transfer: S3Transfer, url: String, parts: [UploadPart], logger: Logger) async -> (S3UploadMachine.Response, String?) {
         let body = S3Document.completion(parts.map { ($0.number, $0.etag, $0.checksum) }, checksum: transfer.checksum)
-        let result = await send(transfer, method: "POST", url: url, headers: [("Content-Type", "application/xml")], xml: body, logger: logger)
+        let result = await send(transfer, method: "POST", url: url, headers: [("Content-Type", "application/xml")], bytes: body, logger: logger)
         let version = result.headers.flatMap { HTTPHeaders.value("x-amz-version-id", in: $0) }
         guard case .answer(let status, _, let answer) = result.outcome, (200..<300).contains(status),
               let document = S3Document(answer), document.error == nil,
@@ -258,13 +294,14 @@ public final class S3Client: Sendable {
         }
     }
 
-    /// Signs and sends a request; the body is a range of the source file, or a small XML document.
+    /// Signs and sends a request; the body is a range of the source file, or small bytes in memory
+    /// (an XML document, a small file) whose `Content-Type` is among `headers`.
     private func send(
         _ transfer: S3Transfer, method: String, url: String, headers: [(name: String, value: String)],
-        payloadHash: String? = nil, body: Range<Int64>? = nil, xml: [UInt8]? = nil, logger: Logger,
+        payloadHash: String? = nil, body: Range<Int64>? = nil, bytes: [UInt8]? = nil, logger: Logger,
         progress: @escaping @Sendable (Int64) -> Void = { _ in }
     ) async -> Exchange {
-        let hash = payloadHash ?? xml.map { SHA256.hash(data: $0).hex } ?? SigV4Signer.emptyPayloadHash
+        let hash = payloadHash ?? bytes.map { SHA256.hash(data: $0).hex } ?? SigV4Signer.emptyPayloadHash
         guard let signed = transfer.signer.signedHeaders(method: method, url: url, headers: headers, payloadHash: hash, at: transfer.clock()) else {
             return Exchange(outcome: .failed("not an S3 URL"), bytesSent: 0)
         }
@@ -275,8 +312,8 @@ public final class S3Client: Sendable {
                 url: url, method: method, headers: signed.filter { $0.name.lowercased() != "content-type" }, bodyPath: transfer.source.procPath,
                 bodyOffset: body.lowerBound, contentLength: Int64(body.count), contentType: contentType ?? "application/octet-stream",
                 idempotencyKey: nil, expectedSource: transfer.source.status)
-        } else if let xml {
-            request = UploadRequest(url: url, method: method, headers: signed, body: xml)
+        } else if let bytes {
+            request = UploadRequest(url: url, method: method, headers: signed, body: bytes)
         } else {
             request = .bodiless(url: url, method: method, headers: signed)
         }
@@ -310,34 +347,6 @@ public final class S3Client: Sendable {
         case .failed(let message): return .failed(message)
         case .sourceChanged: return .sourceChanged
         case .cancelled: return .cancelled
-        }
-    }
-
-    // MARK: Checksums
-
-    struct ChecksumFailure: Error {
-        var response: S3UploadMachine.Response
-    }
-
-    /// A range's checksum (base64) and, for SHA-256, its hex form (then also the signed payload hash).
-    private func checksum(
-        _ source: SourceFile, _ range: Range<Int64>, _ algorithm: S3ChecksumAlgorithm
-    ) async -> Result<(checksum: String, sha256Hex: String?), ChecksumFailure> {
-        do {
-            return .success(try await NIOThreadPool.singleton.runIfActive {
-                guard source.isUnchanged else { throw SourceReadError.changed }
-                switch algorithm {
-                case .crc32c:
-                    return (try source.digest(CRC32C.self, of: range).base64, nil)
-                case .sha256:
-                    let digest = try source.digest(SHA256.self, of: range)
-                    return (Data(digest).base64EncodedString(), digest.hex)
-                }
-            })
-        } catch SourceReadError.changed {
-            return .failure(ChecksumFailure(response: .sourceChanged))
-        } catch {
-            return .failure(ChecksumFailure(response: .failed("cannot read the file for its checksum: \(error)")))
         }
     }
 

@@ -3,6 +3,10 @@ import Foundation
 
 /// One HTTP request, with its body (if any) read from a range of a file.
 public struct UploadRequest: Sendable {
+    /// Bodies up to this size are read into memory by the senders and sent in one write: streaming
+    /// them from the file would cost more system calls and hops than the bytes are worth.
+    public static let inMemoryLimit: Int64 = 256 * 1024
+
     public var url: String
     /// `POST`, `PUT`, `PATCH`, `HEAD`, `OPTIONS` or `DELETE`.
     public var method: String

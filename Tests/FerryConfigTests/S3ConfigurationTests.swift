@@ -26,6 +26,7 @@ struct S3ConfigurationTests {
         #expect(s3.addressing == .virtual)
         #expect(s3.partSize == 16 << 20 && s3.multipartThreshold == 16 << 20)
         #expect(s3.checksum == .crc32c)
+        #expect(s3.partConcurrency == 1, "one part at a time: a cut costs at most one part")
         #expect(s3.secretAccessKey.containsSecret)
         #expect(s3.secretAccessKey.redacted == "***")
         let local = try loader(environment: Self.environment).parse(
@@ -42,6 +43,8 @@ struct S3ConfigurationTests {
         ("method = \"POST\"", "method does not apply to protocol \"s3\""),
         ("region = \"EU West\"", "is not a region name"),
         ("storage_class = \"cheap one\"", "is not a storage class"),
+        ("part_concurrency = 0", "spool[0].part_concurrency: 0 is out of range; use 1 to 8"),
+        ("part_concurrency = 16", "spool[0].part_concurrency: 16 is out of range; use 1 to 8"),
     ])
     func mistakes(_ line: String, _ message: String) {
         let found = issues(Self.s3Spool + "\n" + line, loader: loader(environment: Self.environment)).map(\.description)

@@ -18,24 +18,33 @@ struct S3UploadMachineTests {
         UploadPart(number: number, size: size, etag: etag ?? "\"\(String(repeating: String(number), count: 32))\"", checksum: checksum)
     }
 
-    /// Drives the machine: each action is answered by `answer` (records are acknowledged); returns
-    /// the actions in order and the machine.
+    /// Drives the machine: each action is answered by `answer` (a part's answer is asked when it
+    /// starts and delivered when the machine waits, in the order the parts started); records are
+    /// acknowledged. Returns the actions in order (without the waits) and the machine.
     static func run(
         _ settings: S3UploadMachine.Settings, known: ResumableUpload? = nil, parts: [UploadPart] = [],
         answer: (S3UploadMachine.Action, Int) -> S3UploadMachine.Response
     ) -> (actions: [S3UploadMachine.Action], machine: S3UploadMachine) {
         var machine = S3UploadMachine(settings: settings, known: known, parts: parts)
         var actions: [S3UploadMachine.Action] = []
+        var answers: [(Int, S3UploadMachine.Response)] = []
         var action = machine.start()
         var step = 0
         while true {
-            actions.append(action)
+            if action != .awaitPart { actions.append(action) }
             step += 1
-            precondition(step < 200, "the machine did not finish")
+            precondition(step < 400, "the machine did not finish")
             switch action {
             case .finish: return (actions, machine)
             case .record: action = machine.recorded()
-            case .putObject, .uploadPart: action = machine.stored(answer(action, step))
+            case .putObject: action = machine.stored(answer(action, step))
+            case .uploadPart(_, let number, _, _):
+                answers.append((number, answer(action, step)))
+                action = machine.partStarted()
+            case .awaitPart:
+                precondition(!answers.isEmpty, "the machine waits for a part not in flight")
+                let (number, response) = answers.removeFirst()
+                action = machine.storedPart(number, response)
             case .create: action = machine.created(answer(action, step))
             case .listParts: action = machine.listed(answer(action, step))
             case .complete: action = machine.completed(answer(action, step))
@@ -55,8 +64,7 @@ struct S3UploadMachineTests {
             case .complete(_, let parts): "complete \(parts.map(\.number))"
             case .headObject: "head"
             case .record(.upload(nil, _)): "forget"
-            case .record: nil
-            case .finish: nil
+            case .record, .finish, .awaitPart: nil
             }
         }
     }

@@ -12,7 +12,7 @@ import Glibc
 func jobs(_ harness: DaemonHarness) async throws -> [Job] {
     let store = try harness.queue()
     defer { try? store.close() }
-    return try await store.jobs(limit: 1000)
+    return try await store.jobs(limit: 10_000)
 }
 
 /// Waits until `count` jobs are in `state`; returns all jobs as they were then.

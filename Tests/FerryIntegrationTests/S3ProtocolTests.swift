@@ -73,11 +73,32 @@ struct S3ProtocolTests {
             let sent = try proxy.stats().upstreamBytes
             print("s3 \(kind): 64 MiB in 8 parts: \(sent) bytes on the wire for \(size)")
             #expect(sent < size + 256 * 1024)
+            #expect(try proxy.stats().mostInFlight == 1, "one part at a time by default")
             let job = try #require(done.first)
             let answer = String(decoding: job.responseBody ?? [], as: UTF8.self)
             #expect(answer.contains("\"key\":\"incoming/clip.mp4\""), "the kept answer names the object: \(answer)")
             #expect(answer.contains("\"etag\""))
             #expect(job.upload == nil, "a completed upload is forgotten")
+        }
+    }
+
+    @Test("part_concurrency = 4: four parts in flight at once, and the object is whole", arguments: S3TestServer.Kind.allCases)
+    func concurrentParts(_ kind: S3TestServer.Kind) async throws {
+        let size = 64 * Self.mib + 4_321
+        // Held to 16 MiB/s a connection, so parts overlap whatever the machine's speed.
+        try await withS3(kind, rate: 16 * Self.mib, options: ["part_concurrency = 4"]) { harness, server, proxy in
+            try await harness.start(environment: Self.environment())
+            let bytes = pseudoRandomBytes(size, seed: 155)
+            try harness.drop("parallel.bin", bytes)
+            let done = try await waitForState(harness, .done)
+            try await harness.waitForQuiet()
+            #expect(try server.object("parallel.bin")?.sha256 == sha256Hex(bytes))
+            #expect(try server.openUploads().isEmpty)
+            let stats = try proxy.stats()
+            print("s3 \(kind): part_concurrency 4: at most \(stats.mostInFlight) requests in flight, \(stats.upstreamBytes) bytes for \(size)")
+            #expect(stats.mostInFlight == 4, "four parts in flight at once, never more")
+            #expect(stats.upstreamBytes < size + 256 * 1024, "each part sent once")
+            #expect(done.first?.attempts == 1)
         }
     }
 
@@ -224,19 +245,24 @@ struct S3ProtocolTests {
         }
     }
 
-    @Test("1,000 small files go in one PutObject each", arguments: S3TestServer.Kind.allCases)
+    @Test("1,000 small files go in one PutObject each; so do an empty one and those either side of the in-memory limit",
+          arguments: S3TestServer.Kind.allCases)
     func smallFiles(_ kind: S3TestServer.Kind) async throws {
         try await withS3(kind, options: ["key = \"small/{relative_path}\""]) { harness, server, _ in
             try await harness.start(environment: Self.environment())
-            var samples: [String: [UInt8]] = [:]
+            // Bodies up to 256 KiB are read into memory and sent in one write; larger ones stream from the file.
+            var samples: [String: [UInt8]] = [
+                "empty.bin": [], "at-limit.bin": pseudoRandomBytes(256 * 1024, seed: 990), "over-limit.bin": pseudoRandomBytes(256 * 1024 + 1, seed: 991),
+            ]
+            for (name, bytes) in samples { try harness.drop(name, bytes) }
             for index in 0..<1000 {
                 let bytes = pseudoRandomBytes(1024 + index * 13, seed: UInt64(1000 + index))
                 if index % 250 == 0 { samples["f\(index).bin"] = bytes }
                 try harness.drop("f\(index).bin", bytes)
             }
-            _ = try await waitForState(harness, .done, count: 1000, timeout: .seconds(300))
+            _ = try await waitForState(harness, .done, count: 1003, timeout: .seconds(300))
             try await harness.waitForQuiet()
-            #expect(try server.keys().filter { $0.hasPrefix("small/") }.count == 1000)
+            #expect(try server.keys().filter { $0.hasPrefix("small/") }.count == 1003)
             for (name, bytes) in samples {
                 #expect(try server.object("small/" + name)?.sha256 == sha256Hex(bytes), "\(name)")
             }

@@ -57,6 +57,33 @@ struct SigV4SignerTests {
     func amzDate() {
         #expect(SigV4Signer.amzDate(Date(timeIntervalSince1970: 1_440_938_160)) == "20150830T123600Z")
         #expect(SigV4Signer.amzDate(Date(timeIntervalSince1970: 0)) == "19700101T000000Z")
+        let cases: [(TimeInterval, String)] = [
+            (951_782_400, "20000229T000000Z"),  // a leap day of a 400-year leap year
+            (4_107_542_399, "21000228T235959Z"),  // 2100 is not a leap year
+            (4_107_542_400, "21000301T000000Z"),
+            (1_798_761_599.999, "20261231T235959Z"),  // fractions are cut, not rounded
+            (-1, "19691231T235959Z"),
+            (-2_208_988_800, "19000101T000000Z"),
+            (253_402_300_799, "99991231T235959Z"),
+        ]
+        for (seconds, expected) in cases {
+            #expect(SigV4Signer.amzDate(Date(timeIntervalSince1970: seconds)) == expected, "\(seconds)")
+        }
+    }
+
+    @Test("dates agree with Foundation's Gregorian calendar in UTC, day by day from 1900 to 2200")
+    func amzDateAgreesWithCalendar() {
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = TimeZone(identifier: "UTC")!
+        var mismatches: [String] = []
+        for day in Int64(-25_567)...Int64(84_000) {
+            let seconds = day * 86_400 + ((day * 7_919) % 86_400 + 86_400) % 86_400  // a different second of each day
+            let date = Date(timeIntervalSince1970: TimeInterval(seconds))
+            let parts = calendar.dateComponents([.year, .month, .day, .hour, .minute, .second], from: date)
+            let expected = String(format: "%04d%02d%02dT%02d%02d%02dZ", parts.year!, parts.month!, parts.day!, parts.hour!, parts.minute!, parts.second!)
+            if SigV4Signer.amzDate(date) != expected { mismatches.append("\(seconds): \(SigV4Signer.amzDate(date)) ≠ \(expected)") }
+        }
+        #expect(mismatches.isEmpty, "\(mismatches.prefix(5))")
     }
 
     @Test("credentials never show the secret or the token")

@@ -138,9 +138,12 @@ public final class CutProxy: @unchecked Sendable {
         public var upstreamBytes: Int
         public var cuts: Int
         public var connections: Int
+        /// The most requests in flight at once (sent, not yet answered).
+        public var mostInFlight: Int
 
         enum CodingKeys: String, CodingKey {
             case upstreamBytes = "upstream_bytes", cuts, connections
+            case mostInFlight = "most_in_flight"
         }
     }
 

@@ -6,12 +6,15 @@ byte (the first time only): the client's side is reset, the server sees the requ
     python3 Tests/Servers/cut_proxy.py --target 127.0.0.1:9000 [--cut-at 40000000] [--rate 16777216]
 
 Prints one line {"listening": PORT} when ready. A connection whose first bytes are "STATS\\n" gets
-{"upstream_bytes": N, "cuts": C, "connections": K} and is closed.
+{"upstream_bytes": N, "cuts": C, "connections": K, "most_in_flight": M} and is closed; a request
+is in flight on a connection from its first byte until the server's first byte back, and M is the
+most in flight at once.
 """
 import argparse, json, os, signal, socket, struct, sys, threading, time
 
 lock = threading.Lock()
-stats = {"upstream_bytes": 0, "cuts": 0, "connections": 0}
+stats = {"upstream_bytes": 0, "cuts": 0, "connections": 0, "most_in_flight": 0}
+in_flight = set()  # connections (their client sockets) whose request awaits the server's answer
 cut_at = None
 rate = None  # upstream bytes per second per connection, when set
 
@@ -44,6 +47,9 @@ def forward_upstream(data, sink, pair):
             data = data[: max(0, cut_at - before)]
             stats["cuts"] += 1
         stats["upstream_bytes"] += len(data)
+        if data and not cutting:
+            in_flight.add(pair[0])
+            stats["most_in_flight"] = max(stats["most_in_flight"], len(in_flight))
     if data:
         sink.sendall(data)
     if cutting:
@@ -68,10 +74,14 @@ def pump(source, sink, upstream, pair):
                 if not forward_upstream(data, sink, pair):
                     return
                 continue
+            with lock:
+                in_flight.discard(pair[0])
             sink.sendall(data)
     except OSError:
         pass
     finally:
+        with lock:
+            in_flight.discard(pair[0])
         try:
             sink.shutdown(socket.SHUT_WR)
         except OSError:

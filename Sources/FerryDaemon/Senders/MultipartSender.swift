@@ -34,7 +34,7 @@ struct MultipartSender: Sender {
 
     /// Bodies of files up to this size are built in memory and sent from there: a body file would
     /// cost more system calls (create, reserve, copy, open, send, unlink) than the bytes are worth.
-    static let inMemoryLimit: Int64 = 256 * 1024
+    static let inMemoryLimit = UploadRequest.inMemoryLimit
 
     func send(_ job: Job, from source: SourceFile, tracker: UploadTracker, logger: Logger) async throws -> SendResult {
         if source.status.size <= Self.inMemoryLimit {

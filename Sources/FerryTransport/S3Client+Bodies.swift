@@ -1,0 +1,68 @@
+import Crypto
+import FerryDelivery
+import FerryS3
+import FerrySystem
+import Foundation
+import NIOPosix
+
+/// How ``S3Client`` reads the bodies it checksums: a part's range in one pass, a small file whole.
+extension S3Client {
+    // MARK: Checksums
+
+    struct ChecksumFailure: Error {
+        var response: S3UploadMachine.Response
+    }
+
+    /// A small file read into memory: its bytes, their checksum (base64) and, for SHA-256, its hex
+    /// form (then also the signed payload hash).
+    struct SmallBody {
+        var bytes: [UInt8]
+        var checksum: String?
+        var sha256Hex: String?
+    }
+
+    /// Reads the whole (small) file in one blocking call and checks it is still the version queued.
+    static func smallBody(_ source: SourceFile, _ algorithm: S3ChecksumAlgorithm?) async -> Result<SmallBody, ChecksumFailure> {
+        do {
+            return .success(try await NIOThreadPool.singleton.runIfActive {
+                let bytes = try source.bytes()
+                guard source.isUnchanged else { throw SourceReadError.changed }
+                switch algorithm {
+                case .crc32c?:
+                    return SmallBody(bytes: bytes, checksum: CRC32C.hash(data: bytes).base64)
+                case .sha256?:
+                    let digest = SHA256.hash(data: bytes)
+                    return SmallBody(bytes: bytes, checksum: Data(digest).base64EncodedString(), sha256Hex: digest.hex)
+                case nil:
+                    return SmallBody(bytes: bytes)
+                }
+            })
+        } catch SourceReadError.changed {
+            return .failure(ChecksumFailure(response: .sourceChanged))
+        } catch {
+            return .failure(ChecksumFailure(response: .failed("cannot read the file: \(error)")))
+        }
+    }
+
+    /// A range's checksum (base64) and, for SHA-256, its hex form (then also the signed payload hash).
+    func checksum(
+        _ source: SourceFile, _ range: Range<Int64>, _ algorithm: S3ChecksumAlgorithm
+    ) async -> Result<(checksum: String, sha256Hex: String?), ChecksumFailure> {
+        do {
+            return .success(try await NIOThreadPool.singleton.runIfActive {
+                guard source.isUnchanged else { throw SourceReadError.changed }
+                switch algorithm {
+                case .crc32c:
+                    return (try source.digest(CRC32C.self, of: range).base64, nil)
+                case .sha256:
+                    let digest = try source.digest(SHA256.self, of: range)
+                    return (Data(digest).base64EncodedString(), digest.hex)
+                }
+            })
+        } catch SourceReadError.changed {
+            return .failure(ChecksumFailure(response: .sourceChanged))
+        } catch {
+            return .failure(ChecksumFailure(response: .failed("cannot read the file for its checksum: \(error)")))
+        }
+    }
+}
