@@ -49,7 +49,9 @@ struct BodyBuilder: Sendable {
         var parts: [MultipartPart] = []
         if !spool.fields.isEmpty {
             var sha256 = ""
-            if Placeholders.needsDigest(spool.fields.map(\.value)) {
+            if Placeholders.needsDigest(spool.fields.map(\.value)), let prefetched = source.prefetched {
+                sha256 = SHA256.hash(data: prefetched).hex
+            } else if Placeholders.needsDigest(spool.fields.map(\.value)) {
                 do {
                     sha256 = try source.digest(SHA256.self, isCancelled: isCancelled).hex
                 } catch {

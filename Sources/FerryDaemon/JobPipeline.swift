@@ -136,19 +136,24 @@ final class JobPipeline: Sendable {
     /// (on the ``BlockingIO`` pool).
     private func open(_ job: Job, in spool: SpoolRuntime) async -> Opened {
         do {
-            return try await io.run { _ in Self.open(job, files: spool.files) }
+            return try await io.run { _ in Self.open(job, files: spool.files, prefetchLimit: spool.sender.prefetchLimit) }
         } catch {
             return .unusable(.stopped)
         }
     }
 
-    static func open(_ job: Job, files: SpoolFiles) -> Opened {
+    /// With `prefetchLimit`, a file up to that size is also read whole (one hop for open and read);
+    /// if it changed meanwhile, it is left unread and the sender finds the change.
+    static func open(_ job: Job, files: SpoolFiles, prefetchLimit: Int64 = 0) -> Opened {
         do {
             let (descriptor, status) = try files.open(job.relativePath)
-            let source = SourceFile(descriptor: descriptor, status: status)
+            var source = SourceFile(descriptor: descriptor, status: status)
             guard status.version == job.identity else {
                 source.close()
                 return .unusable(.sourceChanged(status.version))
+            }
+            if status.size <= prefetchLimit, let bytes = try? source.bytes(), source.isUnchanged {
+                source.prefetched = bytes
             }
             return .source(source)
         } catch {

@@ -104,12 +104,13 @@ public struct MultipartBody: Sendable {
         return offset
     }
 
-    /// The whole body in memory, file parts read with `pread(2)`: for small bodies, where a body file
-    /// would cost more system calls than the bytes are worth. The bytes returned are the bytes read;
-    /// the caller checks that the source was not changed meanwhile.
+    /// The whole body in memory, file parts read with `pread(2)` (or taken from `fileContents`, the
+    /// file already read, when its length is the part's): for small bodies, where a body file would
+    /// cost more system calls than the bytes are worth. The bytes returned are the bytes read; the
+    /// caller checks that the source was not changed meanwhile.
     /// - Throws: ``MultipartError/sourceChanged(expected:actual:)`` if a file part's source is shorter
     ///   than planned, ``MultipartError/io(operation:path:errno:)`` if a read fails.
-    public func bytes(path: String) throws(MultipartError) -> [UInt8] {
+    public func bytes(path: String, fileContents: [UInt8]? = nil) throws(MultipartError) -> [UInt8] {
         let total = Int(contentLength)
         var body = [UInt8]()
         body.reserveCapacity(total)
@@ -119,6 +120,8 @@ public struct MultipartBody: Sendable {
             switch part.content {
             case .bytes(let bytes):
                 body += bytes
+            case .file(_, let length) where fileContents?.count == Int(length):
+                body += fileContents!
             case .file(let source, let length):
                 let start = body.count
                 body += repeatElement(0, count: Int(length))

@@ -12,10 +12,14 @@ public struct SourceFile: Sendable {
     public let descriptor: FileDescriptor
     /// The file as it was when opened and checked against its job.
     public let status: FileStatus
+    /// The whole file, read when it was opened (small files, for senders that send from memory):
+    /// the bytes of the version in `status`, checked after the read. `nil`: read it when needed.
+    public var prefetched: [UInt8]?
 
-    public init(descriptor: FileDescriptor, status: FileStatus) {
+    public init(descriptor: FileDescriptor, status: FileStatus, prefetched: [UInt8]? = nil) {
         self.descriptor = descriptor
         self.status = status
+        self.prefetched = prefetched
     }
 
     /// A path that opens this very file (through the descriptor, so no symlink is involved), for

@@ -19,23 +19,31 @@ extension S3Client {
         var bytes: [UInt8]
         var checksum: String?
         var sha256Hex: String?
+
+        init(_ bytes: [UInt8], _ algorithm: S3ChecksumAlgorithm?) {
+            self.bytes = bytes
+            switch algorithm {
+            case .crc32c?:
+                checksum = CRC32C.hash(data: bytes).base64
+            case .sha256?:
+                let digest = SHA256.hash(data: bytes)
+                checksum = Data(digest).base64EncodedString()
+                sha256Hex = digest.hex
+            case nil:
+                break
+            }
+        }
     }
 
     /// Reads the whole (small) file in one blocking call and checks it is still the version queued.
+    /// (Already read when it was opened: no blocking call.)
     static func smallBody(_ source: SourceFile, _ algorithm: S3ChecksumAlgorithm?) async -> Result<SmallBody, ChecksumFailure> {
+        if let prefetched = source.prefetched { return .success(SmallBody(prefetched, algorithm)) }
         do {
             return .success(try await NIOThreadPool.singleton.runIfActive {
                 let bytes = try source.bytes()
                 guard source.isUnchanged else { throw SourceReadError.changed }
-                switch algorithm {
-                case .crc32c?:
-                    return SmallBody(bytes: bytes, checksum: CRC32C.hash(data: bytes).base64)
-                case .sha256?:
-                    let digest = SHA256.hash(data: bytes)
-                    return SmallBody(bytes: bytes, checksum: Data(digest).base64EncodedString(), sha256Hex: digest.hex)
-                case nil:
-                    return SmallBody(bytes: bytes)
-                }
+                return SmallBody(bytes, algorithm)
             })
         } catch SourceReadError.changed {
             return .failure(ChecksumFailure(response: .sourceChanged))

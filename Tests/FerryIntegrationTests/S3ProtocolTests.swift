@@ -102,6 +102,36 @@ struct S3ProtocolTests {
         }
     }
 
+    @Test("cancel with parts in flight (part_concurrency = 4): they stop, the upload is aborted, the confirmed parts were counted",
+          arguments: [S3TestServer.Kind.moto, .seaweedfs])
+    func cancelWithPartsInFlight(_ kind: S3TestServer.Kind) async throws {
+        let size = 64 * Self.mib
+        try await withS3(kind, rate: 8 * Self.mib, options: ["part_concurrency = 4"]) { harness, server, _ in
+            try await harness.start(environment: Self.environment())
+            try harness.drop("many.bin", pseudoRandomBytes(size, seed: 156))
+            var detail: [String: Any] = [:]
+            try await waitUntil("two parts confirmed, as ferryctl show says", timeout: .seconds(120)) {
+                guard let job = try await jobs(harness).first else { return false }
+                detail = try await harness.ctl("show", "--json", job.id.rawValue).json()
+                return (detail["parts_confirmed"] as? Int ?? 0) >= 2
+            }
+            let job = try #require(try await jobs(harness).first)
+            // A part is recorded before it is counted: the queue holds at least as many as were shown.
+            let recorded = try await {
+                let store = try harness.queue()
+                defer { try? store.close() }
+                return try await store.uploadParts(of: job).count
+            }()
+            // Parts are confirmed out of order: the count shown is of parts, not the last number.
+            #expect((detail["parts_confirmed"] as? Int ?? 0) >= 2 && (detail["parts_confirmed"] as? Int ?? 0) <= recorded)
+            let result = try await harness.ctl("cancel", job.id.rawValue)
+            #expect(result.status == 0, "\(result.stderr)")
+            _ = try await waitForState(harness, .cancelled)
+            try await waitUntil("the upload aborted on the server", timeout: .seconds(30)) { try server.openUploads().isEmpty }
+            #expect(try server.object("many.bin") == nil)
+        }
+    }
+
     @Test("checksum = \"sha256\" (a signed payload) and \"none\" deliver too, multipart and PutObject", arguments: S3TestServer.Kind.allCases)
     func otherChecksums(_ kind: S3TestServer.Kind) async throws {
         for checksum in ["sha256", "none"] {

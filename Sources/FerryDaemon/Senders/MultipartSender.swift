@@ -36,6 +36,8 @@ struct MultipartSender: Sender {
     /// cost more system calls (create, reserve, copy, open, send, unlink) than the bytes are worth.
     static let inMemoryLimit = UploadRequest.inMemoryLimit
 
+    var prefetchLimit: Int64 { Self.inMemoryLimit }
+
     func send(_ job: Job, from source: SourceFile, tracker: UploadTracker, logger: Logger) async throws -> SendResult {
         if source.status.size <= Self.inMemoryLimit {
             return await sendFromMemory(job, from: source, tracker: tracker, logger: logger)
@@ -93,14 +95,20 @@ struct MultipartSender: Sender {
         }
     }
 
-    /// A small file: the whole body is read into memory in one blocking call, checked against the
-    /// version queued (the bytes sent are the bytes read), and sent from there.
+    /// A small file: the whole body is built in memory from the file read when it was opened (or,
+    /// if it was not, read in one blocking call), checked against the version queued (the bytes
+    /// sent are the bytes read), and sent from there.
     private func sendFromMemory(_ job: Job, from source: SourceFile, tracker: UploadTracker, logger: Logger) async -> SendResult {
         let built: Rendered
-        do {
-            built = try await io.run { flag in Self.render(job, from: source, spool: configuration, isCancelled: { flag.isCancelled }) }
-        } catch {
-            return SendResult(report: .stopped, requested: false)
+        if source.prefetched != nil {
+            // Read when it was opened: the form is built here, with no blocking call.
+            built = Self.render(job, from: source, spool: configuration, isCancelled: { Task.isCancelled })
+        } else {
+            do {
+                built = try await io.run { flag in Self.render(job, from: source, spool: configuration, isCancelled: { flag.isCancelled }) }
+            } catch {
+                return SendResult(report: .stopped, requested: false)
+            }
         }
         switch built {
         case .unusable(let report):
@@ -123,6 +131,10 @@ struct MultipartSender: Sender {
     ) -> Rendered {
         do {
             let form = try BodyBuilder.body(job: job, source: source, spool: spool, isCancelled: isCancelled)
+            if let prefetched = source.prefetched {
+                // Checked against the queued version after it was read.
+                return .body(try form.bytes(path: job.displayPath, fileContents: prefetched), contentType: form.contentType)
+            }
             let body = try form.bytes(path: job.displayPath)
             if let changed = Self.changedSince(job, source) { return .unusable(changed) }
             return .body(body, contentType: form.contentType)

@@ -59,6 +59,9 @@ struct S3Sender: Sender {
         return { Date() }
     }()
 
+    /// Small files go in one PutObject from memory (``S3Client``).
+    var prefetchLimit: Int64 { min(UploadRequest.inMemoryLimit, settings.multipartThreshold - 1) }
+
     func send(_ job: Job, from source: SourceFile, tracker: UploadTracker, logger: Logger) async throws -> SendResult {
         let length = source.status.size
         guard length <= S3Settings.maximumObjectSize else {

@@ -17,10 +17,15 @@ protocol Sender: Sendable {
 
     /// Asks the server to forget the job's unfinished upload, if the protocol keeps one (best-effort).
     func endUpload(of job: Job, logger: Logger) async
+
+    /// Files up to this size are read whole in the same blocking call that opens them
+    /// (``SourceFile/prefetched``), for a sender that sends them from memory; 0: never.
+    var prefetchLimit: Int64 { get }
 }
 
 extension Sender {
     func endUpload(of job: Job, logger: Logger) async {}
+    var prefetchLimit: Int64 { 0 }
 }
 
 /// What a sender reports about one attempt.
