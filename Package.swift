@@ -136,6 +136,7 @@ let package = Package(
             name: "FerryReceiver",
             dependencies: [
                 "CFerrySystem",
+                "FerrySystem",
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -243,7 +244,7 @@ let package = Package(
         ),
         .testTarget(
             name: "FerryDeliveryTests",
-            dependencies: ["FerryDelivery", "FerryQueue", "FerryConfig", "FerryS3"]
+            dependencies: ["FerryDelivery", "FerryQueue", "FerryConfig", "FerryS3", "FerrySystem"]
         ),
         .testTarget(
             name: "FerryS3Tests",

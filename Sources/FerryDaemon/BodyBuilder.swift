@@ -49,16 +49,18 @@ struct BodyBuilder: Sendable {
         var parts: [MultipartPart] = []
         if !spool.fields.isEmpty {
             var sha256 = ""
-            if Placeholders.needsDigest(spool.fields.map(\.value)), let prefetched = source.prefetched {
-                sha256 = SHA256.hash(data: prefetched).hex
-            } else if Placeholders.needsDigest(spool.fields.map(\.value)) {
-                do {
-                    sha256 = try source.digest(SHA256.self, isCancelled: isCancelled).hex
-                } catch {
-                    switch error {
-                    case .cancelled: throw .cancelled
-                    case .changed: throw .sourceChanged(expected: source.status.size, actual: -1)
-                    case .io(let error): throw .io(operation: error.operation, path: job.displayPath, errno: error.code)
+            if Placeholders.needsDigest(spool.fields.map(\.value)) {
+                if let prefetched = source.prefetched {
+                    sha256 = SHA256.hash(data: prefetched).hex  // a small file, read when it was opened
+                } else {
+                    do {
+                        sha256 = try source.digest(SHA256.self, isCancelled: isCancelled).hex
+                    } catch {
+                        switch error {
+                        case .cancelled: throw .cancelled
+                        case .changed: throw .sourceChanged(expected: source.status.size, actual: -1)
+                        case .io(let error): throw .io(operation: error.operation, path: job.displayPath, errno: error.code)
+                        }
                     }
                 }
             }

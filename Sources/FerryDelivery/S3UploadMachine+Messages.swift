@@ -46,8 +46,9 @@ extension S3UploadMachine {
     public enum Record: Sendable, Equatable {
         /// The upload (`nil`: none) and exactly these confirmed parts.
         case upload(ResumableUpload?, parts: [UploadPart])
-        /// One more confirmed part, and the upload's new byte count.
-        case part(UploadPart, upload: ResumableUpload)
+        /// One more confirmed part, the upload's new byte count, and how many parts are now
+        /// confirmed (parts in flight are confirmed in any order).
+        case part(UploadPart, upload: ResumableUpload, confirmedParts: Int)
     }
 
     /// What one request got, as the shell parsed it.

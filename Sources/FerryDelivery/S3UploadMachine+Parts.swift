@@ -23,7 +23,7 @@ extension S3UploadMachine {
         resetRequestCount()
         let updated = withOffset(upload)
         self.upload = updated
-        return record(.part(part, upload: updated), then: nil)
+        return record(.part(part, upload: updated, confirmedParts: parts.count), then: nil)
     }
 
     /// What the sending phase does next: a held failure once nothing is in flight; else another

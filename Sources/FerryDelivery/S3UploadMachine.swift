@@ -272,18 +272,14 @@ public struct S3UploadMachine: Sendable {
     }
 
     private mutating func proceed(to next: Action) -> Action {
-        switch next {
-        case .create:
-            phase = .creating
-            return .create
-        default:
-            return next
-        }
+        if case .create = next { phase = .creating }
+        return next
     }
 
-    /// Counts a request that may not confirm anything new; ends the attempt past the limit.
+    /// A request confirmed something new.
     mutating func resetRequestCount() { requestsWithoutProgress = 0 }
 
+    /// Counts a request that may not confirm anything new; ends the attempt past the limit.
     mutating func countRequest() -> Action? {
         requestsWithoutProgress += 1
         guard requestsWithoutProgress <= Self.requestsWithoutProgressLimit else {

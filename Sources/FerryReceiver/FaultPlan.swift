@@ -1,3 +1,4 @@
+import FerrySystem
 import Foundation
 import Synchronization
 
@@ -264,19 +265,4 @@ public struct FaultRule: Sendable, Equatable {
         guard let value = Int64(digits), value >= 0 else { throw FaultSpecificationError("\(rule): \"\(text)\" is not a byte count") }
         return value * multiplier
     }
-}
-
-/// A small seeded generator (SplitMix64), so a fault schedule can be replayed from its seed.
-struct SplitMix64: Sendable {
-    private var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-    /// Uniform in [0, 1).
-    mutating func nextDouble() -> Double { Double(next() >> 11) / Double(1 << 53) }
 }

@@ -1,5 +1,6 @@
 import FerryDelivery
 import FerryQueue
+import FerrySystem
 import Foundation
 import Testing
 
@@ -38,7 +39,10 @@ struct S3UploadMachinePartsTests {
                 trace.requests.append("create")
                 action = machine.created(.uploadCreated(url: url))
             case .record(let record):
-                if case .part(let part, _) = record { trace.recordedParts.append(part.number) }
+                if case .part(let part, _, let confirmed) = record {
+                    trace.recordedParts.append(part.number)
+                    #expect(confirmed == trace.recordedParts.count, "the count of confirmed parts, whatever their order")
+                }
                 action = machine.recorded()
             case .uploadPart(_, let number, _, _):
                 trace.requests.append("part \(number)")
@@ -64,18 +68,6 @@ struct S3UploadMachinePartsTests {
         .init(length: Int64(parts) * 5 * mib, partSize: 5 * mib, multipartThreshold: 5 * mib, checksum: nil, partConcurrency: concurrency)
     }
 
-    /// A deterministic generator (SplitMix64) for the delivery orders.
-    struct SplitMix: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
-
     @Test("one part at a time by default: a part starts when the one before is answered")
     func oneAtATimeByDefault() {
         let trace = Self.run(Self.settings(parts: 6, concurrency: 1)) { _ in 0 }
@@ -97,7 +89,7 @@ struct S3UploadMachinePartsTests {
           arguments: [1, 2, 3, 8])
     func anyOrder(_ concurrency: Int) {
         for seed in UInt64(0)..<60 {
-            var random = SplitMix(state: seed)
+            var random = SplitMix64(seed: seed)
             let parts = 1 + Int(seed % 12)
             let trace = Self.run(Self.settings(parts: parts, concurrency: concurrency)) { inFlight in Int.random(in: 0..<inFlight.count, using: &random) }
             #expect(trace.mostInFlight <= concurrency, "seed \(seed)")

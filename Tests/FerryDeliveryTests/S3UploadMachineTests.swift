@@ -102,7 +102,7 @@ struct S3UploadMachineTests {
         let (actions, machine) = Self.run(Self.threeParts, answer: Self.happy)
         #expect(Self.requests(actions) == ["create", "part 1", "part 2", "part 3", "complete [1, 2, 3]"])
         #expect(actions[1] == .record(.upload(ResumableUpload(url: Self.url, offset: 0, endpointKey: "E"), parts: [])))
-        #expect(actions[3] == .record(.part(Self.part(1), upload: ResumableUpload(url: Self.url, offset: 5 * Self.mib, endpointKey: "E"))))
+        #expect(actions[3] == .record(.part(Self.part(1), upload: ResumableUpload(url: Self.url, offset: 5 * Self.mib, endpointKey: "E"), confirmedParts: 1)))
         guard case .uploadPart(_, 3, let offset, let length) = actions[6] else { Issue.record("part 3 expected, got \(actions[6])"); return }
         #expect(offset == 10 * Self.mib && length == 2 * Self.mib)
         #expect(Self.report(actions) == .answered(ServerAnswer(status: 200)))

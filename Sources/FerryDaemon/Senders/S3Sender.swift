@@ -106,19 +106,16 @@ struct S3Sender: Sender {
         let total = machineSettings.partCount
         tracker.sending(total: length, confirmed: known?.offset)
         if multipart { tracker.parts(confirmed: knownParts.count, total: total) }
-        // Parts are confirmed out of order when several are in flight: counted, not numbered.
-        let confirmedParts = PartCount(knownParts.count)
         let result = try await client.send(transfer, logger: logger, record: { [store] change in
             switch change {
             case .upload(let upload, let parts):
                 try await store.recordUpload(job, upload, parts: parts, now: Date())
-                confirmedParts.set(parts.count)
                 tracker.confirmed(upload?.offset ?? 0)
                 tracker.parts(confirmed: parts.count, total: total)
-            case .part(let part, let upload):
+            case .part(let part, let upload, let confirmedParts):
                 try await store.recordPart(job, part, upload: upload, now: Date())
                 tracker.confirmed(upload.offset)
-                tracker.parts(confirmed: confirmedParts.add(1), total: total)
+                tracker.parts(confirmed: confirmedParts, total: total)
             }
         }, progress: { tracker.sent($0) })
         var report = result.report
