@@ -70,6 +70,10 @@ extension ControlService {
             }
         case .cancel:
             let state = try await settle(store.cancel(job, now: now, reason: reason), intervention: .cancel(reason: reason), wanted: .cancelled, verb: "cancelled")
+            // A pipeline that stopped for this cancel has done its follow-ups, but their record may
+            // still be a deferred write: committed, it says the file is disposed of, so the move and
+            // the server's DELETE are not done twice.
+            try await store.flush()
             if let cancelled = try await store.job(sequence: job.sequence ?? -1), cancelled.state == .cancelled, cancelled.disposedAt == nil,
                !activity.contains(cancelled) {
                 // Not in flight, so no pipeline does this: the cancel's follow-ups.

@@ -65,6 +65,8 @@ struct Disposer: Sendable {
         switch result.disposition {
         case .moved where job.state == .failed:
             log.warning("moved to the failed directory", metadata: ["path": "\(result.shownPath)", "reason": "\(job.lastError ?? "")"])
+        case .moved where job.state == .cancelled:
+            log.notice("cancelled: moved to the failed directory", metadata: ["path": "\(result.shownPath)"])
         case .moved:
             log.info("moved to the sent directory", metadata: ["path": "\(result.shownPath)"])
         case .left where job.state == .done:
