@@ -48,6 +48,8 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
         // Structured field values (RFC 9651): the resumable upload draft's Upload-Complete, Upload-Limit.
         .package(url: "https://github.com/apple/swift-http-structured-headers", from: "1.7.0"),
+        // Hooks: child processes in their own process group, with bounded output.
+        .package(url: "https://github.com/swiftlang/swift-subprocess", from: "1.0.2"),
         // Tests only: NIOResumableUpload, a server of the resumable upload draft (interop 3, 5, 6).
         .package(url: "https://github.com/apple/swift-nio-extras", from: "1.35.0"),
         .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
@@ -174,6 +176,7 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "Subprocess", package: "swift-subprocess"),
             ]
         ),
         .executableTarget(

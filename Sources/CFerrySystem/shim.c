@@ -1,5 +1,6 @@
 // Definitions that need _GNU_SOURCE; see CFerrySystem.h.
 #define _GNU_SOURCE 1
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 #include <stdio.h>
@@ -7,6 +8,10 @@
 #include <malloc.h>
 #include <fcntl.h>
 #include "CFerrySystem.h"
+
+int cferry_memfd(const char *name) {
+    return memfd_create(name, MFD_CLOEXEC);
+}
 
 int cferry_fallocate(int fd, int64_t len) {
     return fallocate(fd, 0, 0, (off_t)len);

@@ -12,7 +12,7 @@ extension FerryConfiguration {
     static let keys: Set<String> = [
         "state_directory", "control_socket", "max_concurrent_uploads", "log_level", "shutdown_timeout",
         "rescan_interval", "spool", "control_group", "control_read_only_for_others", "control_idle_timeout",
-        "metrics_listen",
+        "metrics_listen", "max_concurrent_hooks",
     ]
 
     /// Reads the top-level table and every spool; problems are reported to the reader's context
@@ -60,6 +60,7 @@ extension FerryConfiguration {
             path: context.file, stateDirectory: stateDirectory, controlSocket: controlSocket,
             maxConcurrentUploads: maxConcurrent, logLevel: logLevel, shutdownTimeout: shutdownTimeout,
             rescanInterval: rescanInterval, spools: spools, control: control, metricsListen: metricsListen)
+        maxConcurrentHooks = reader.int("max_concurrent_hooks", in: 1...64) ?? Self.defaultMaxConcurrentHooks
     }
 
     /// `control_socket`, as ferryd and ``ConfigurationLoader/controlSocket(inFile:)`` both read it.

@@ -22,6 +22,10 @@ public struct FerryConfiguration: Sendable {
     public var control: ControlAccess
     /// Where `GET /metrics` is served over HTTP (`metrics_listen`); `nil` (the default): not served.
     public var metricsListen: ListenAddress?
+    /// How many hooks may run at once, across all spools (`max_concurrent_hooks`).
+    public var maxConcurrentHooks = FerryConfiguration.defaultMaxConcurrentHooks
+    /// Hooks running at once when `max_concurrent_hooks` is not set.
+    public static let defaultMaxConcurrentHooks = 2
 
     /// The default configuration file.
     public static let defaultPath = "/etc/ferry/ferry.toml"

@@ -8,11 +8,19 @@ public struct RetryPolicy: Sendable, Equatable {
     public var maxAttempts: Int
     /// A file still not delivered this long after it was queued is given up on.
     public var maxAge: Duration
+    /// The statuses that mean "try again later" (`statuses`); any other 4xx or 5xx fails the job.
+    public var retryStatuses: Set<Int>
+
+    /// 408 Request Timeout, 423 Locked (a tus server busy with an earlier request), 425 Too Early,
+    /// 429 Too Many Requests, 500 Internal Server Error, 502 Bad Gateway, 503 Service Unavailable,
+    /// 504 Gateway Timeout.
+    public static let defaultRetryStatuses: Set<Int> = [408, 423, 425, 429, 500, 502, 503, 504]
 
     public init(
         initialDelay: Duration = .seconds(1), maxDelay: Duration = .seconds(300), maxAttempts: Int = 0,
-        maxAge: Duration = .seconds(5 * 86_400)
+        maxAge: Duration = .seconds(5 * 86_400), retryStatuses: Set<Int> = defaultRetryStatuses
     ) {
+        self.retryStatuses = retryStatuses
         self.initialDelay = initialDelay
         self.maxDelay = maxDelay
         self.maxAttempts = maxAttempts

@@ -16,7 +16,7 @@ extension SpoolConfiguration {
 
     /// Every key of a spool table: the common ones and each protocol's own.
     static var keys: Set<String> {
-        UploadProtocol.allCases.reduce(commonKeys) { $0.union($1.configurationKeys.keys) }
+        UploadProtocol.allCases.reduce(commonKeys.union(afterDeliveryKeys)) { $0.union($1.configurationKeys.keys) }
     }
 
     /// Headers Ferry sets itself; configuring them would corrupt the request.
@@ -81,13 +81,16 @@ extension SpoolConfiguration {
         let trustsEarlyAnswers = reader.bool("trust_early_answers") ?? false
 
         guard context.issues.count == issuesBefore, let name, let directory, let url else { return nil }
-        self.init(
+        var spool = SpoolConfiguration(
             name: name, directory: directory, recursive: recursive, url: url, uploadProtocol: uploadProtocol,
             method: keys.method, chunkSize: keys.chunkSize, fileField: keys.fileField, fileContentType: fileContentType, settle: settle,
             afterUpload: afterUpload, sentDirectory: sentDirectory, failedDirectory: failedDirectory, fields: fields, headers: headers,
             retry: retry, caFile: caFile, connectTimeout: connectTimeout, noProgressTimeout: noProgressTimeout,
             sendHeadersTo: sendHeadersTo, trustsEarlyAnswers: trustsEarlyAnswers, s3: keys.s3,
             resumableInterop: keys.resumableInterop)
+        spool.readAfterDelivery(reader)
+        guard context.issues.count == issuesBefore else { return nil }
+        self = spool
     }
 
     /// Reports each key of another protocol that this spool's protocol does not read, naming the

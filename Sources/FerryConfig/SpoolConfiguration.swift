@@ -49,6 +49,15 @@ public struct SpoolConfiguration: Sendable, Equatable {
     public var s3: S3Settings?
     /// `protocol = "resumable"`: the draft revision (`Upload-Draft-Interop-Version`) the server speaks.
     public var resumableInterop: ResumableInteropVersion?
+    /// The response headers kept with a job's final answer, lowercased: ``keptResponseHeaders`` and
+    /// any `result_headers` adds.
+    public var resultHeaders: [String] = SpoolConfiguration.keptResponseHeaders
+    /// Where `<name>.result.json` is written for each delivered file (`result_directory`); `nil`: off.
+    public var resultDirectory: String?
+    /// The programs run after an outcome (`[spool.hooks]`).
+    public var hooks = HookSettings()
+    /// The RFC 9530 digest sent with each upload and checked in the answer (`digest`); `nil`: off.
+    public var digest: DigestAlgorithm?
 
     public init(
         name: String, directory: String, recursive: Bool = false, url: ValueTemplate,

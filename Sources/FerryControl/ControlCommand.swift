@@ -2,6 +2,8 @@
 public enum ControlCommand: String, Sendable, Codable, CaseIterable {
     case status, list, show, watch, health, metrics
     case retry, hold, release, cancel, pause, resume, wait, enqueue, reload
+    /// Runs a job's hooks that gave up (or one of them) again.
+    case retryHook = "retry-hook"
 
     /// Commands that only look: any peer allowed to connect may run them (unless
     /// `control_read_only_for_others = false`). The others change the queue or the daemon and need

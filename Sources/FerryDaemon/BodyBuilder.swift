@@ -1,5 +1,6 @@
 import Crypto
 import FerryConfig
+import FerryDelivery
 import FerryMultipart
 import FerryQueue
 import FerrySystem
@@ -15,6 +16,8 @@ struct BuiltBody: Sendable {
     var path: String
     var contentLength: Int64
     var contentType: String
+    /// The digests sent with it (the spool's `digest`), computed before the body file is written.
+    var digests: SentDigests?
 }
 
 /// Turns a job into its `multipart/form-data` body file under `state_directory/bodies` (mode 0600):
@@ -32,9 +35,18 @@ struct BodyBuilder: Sendable {
         progress: (BuiltBody, Int64) -> Void = { _, _ in }
     ) throws(MultipartError) -> BuiltBody {
         let body = try Self.body(job: job, source: source, spool: spool, isCancelled: isCancelled)
+        var digests: SentDigests?
+        if let algorithm = spool.digest {
+            // One read of the file before the copy: the digests go in the request's headers.
+            do throws(SourceReadError) {
+                digests = try DigestReader.form(body, source: source, algorithm: algorithm, isCancelled: isCancelled)
+            } catch {
+                throw Self.multipartError(error, source: source, path: job.displayPath)
+            }
+        }
         let path = path(for: job)
         unlink(path)  // a body of an earlier version, if any
-        let built = BuiltBody(path: path, contentLength: body.contentLength, contentType: body.contentType)
+        let built = BuiltBody(path: path, contentLength: body.contentLength, contentType: body.contentType, digests: digests)
         let written = try body.writeFile(at: FilePath(path), isCancelled: isCancelled, progress: { progress(built, $0) })
         precondition(written == body.contentLength, "multipart body length mismatch")
         return built
@@ -56,11 +68,7 @@ struct BodyBuilder: Sendable {
                     do {
                         sha256 = try source.digest(SHA256.self, isCancelled: isCancelled).hex
                     } catch {
-                        switch error {
-                        case .cancelled: throw .cancelled
-                        case .changed: throw .sourceChanged(expected: source.status.size, actual: -1)
-                        case .io(let error): throw .io(operation: error.operation, path: job.displayPath, errno: error.code)
-                        }
+                        throw multipartError(error, source: source, path: job.displayPath)
                     }
                 }
             }
@@ -75,6 +83,15 @@ struct BodyBuilder: Sendable {
             contentType: spool.fileContentType ?? MediaType.forFilename(filename),
             descriptor: source.descriptor, length: source.status.size))
         return try MultipartBody(boundary: try MultipartBoundary(job.boundary), parts: parts)
+    }
+
+    /// A failed read of the source, as the body builder reports it.
+    static func multipartError(_ error: SourceReadError, source: SourceFile, path: String) -> MultipartError {
+        switch error {
+        case .cancelled: .cancelled
+        case .changed: .sourceChanged(expected: source.status.size, actual: -1)
+        case .io(let error): .io(operation: error.operation, path: path, errno: error.code)
+        }
     }
 
     /// Removes a job's body file, if there is one.

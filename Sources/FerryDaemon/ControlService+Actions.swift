@@ -69,7 +69,9 @@ extension ControlService {
             case .uploading(let job), .notAllowed(let job): throw ControlError(.conflict, "job \(job.id) is \(job.state.rawValue), not held")
             }
         case .cancel:
-            let state = try await settle(store.cancel(job, now: now, reason: reason), intervention: .cancel(reason: reason), wanted: .cancelled, verb: "cancelled")
+            let hooks = cancelHooks(job)
+            let state = try await settle(
+                store.cancel(job, now: now, reason: reason, hooks: hooks), intervention: .cancel(reason: reason), wanted: .cancelled, verb: "cancelled")
             // A pipeline that stopped for this cancel has done its follow-ups, but their record may
             // still be a deferred write: committed, it says the file is disposed of, so the move and
             // the server's DELETE are not done twice.
@@ -124,13 +126,40 @@ extension ControlService {
                 // The upload ended (for another reason) before the request reached it: apply it now.
                 let again = wanted == .held
                     ? try await store.hold(current, now: Date(), reason: Self.reason(of: intervention))
-                    : try await store.cancel(current, now: Date(), reason: Self.reason(of: intervention))
+                    : try await store.cancel(current, now: Date(), reason: Self.reason(of: intervention), hooks: cancelHooks(current))
                 if case .done(let job) = again { return job.state }
                 fallthrough
             default:
                 throw ControlError(.conflict, "job \(job.id) finished before it could be \(verb) (it is \(current.state.rawValue))")
             }
         }
+    }
+
+    /// `retry-hook`: the job's hooks that gave up (or the one named) run again, now.
+    func retryHook(_ arguments: RetryHookArguments) async throws -> RetryHookResult {
+        let job = try await find(arguments.id)
+        var kind: HookRun.Kind?
+        if let name = arguments.hook {
+            guard let named = HookRun.Kind(rawValue: name) else {
+                throw ControlError(.invalidArgument, "hook must be \"delivered\", \"failed\" or \"result\", not \"\(name)\"")
+            }
+            kind = named
+        }
+        let reopened = try await store.retryHooks(of: job, kind: kind, now: Date())
+        guard !reopened.isEmpty else {
+            let runs = try await store.hookRuns(of: job).filter { kind == nil || $0.kind == kind }
+            if runs.isEmpty { throw ControlError(.notFound, "job \(job.id) has no \(kind.map { "\($0.rawValue) " } ?? "")hook on record") }
+            let states = runs.map { "\($0.kind.rawValue): \($0.state.rawValue)" }.joined(separator: ", ")
+            throw ControlError(.conflict, "job \(job.id) has no hook that gave up (\(states))")
+        }
+        hooks.wake()
+        logger.notice("hooks to run again, by an operator", metadata: ["job": "\(job.id)", "hooks": "\(reopened.map(\.rawValue).joined(separator: ","))"])
+        return RetryHookResult(job: job.id.rawValue, hooks: reopened.map(\.rawValue))
+    }
+
+    /// What runs after an operator's cancel: the spool's `on_failed` hook, if it has one.
+    private func cancelHooks(_ job: Job) -> [HookRun.Kind] {
+        runtime.configuration.spool(named: job.spool)?.hooks.onFailed != nil ? [.failed] : []
     }
 
     private static func reason(of intervention: Intervention) -> String {

@@ -137,7 +137,8 @@ extension JobEvent {
     var watchEvent: WatchEvent {
         WatchEvent(
             type: .job, id: id, at: at, job: jobID.rawValue, spool: spool, file: displayPath,
-            state: JobStateName(rawValue: state.rawValue), event: JobEventName(rawValue: kind.rawValue), attempt: attempt, status: httpStatus, message: message)
+            state: JobStateName(rawValue: state.rawValue), event: JobEventName(rawValue: kind.rawValue), attempt: attempt, status: httpStatus, message: message,
+            location: location)
     }
 }
 

@@ -25,13 +25,15 @@ final class ControlService: Sendable {
     let metrics: DaemonMetrics
     /// What follows a job's fate (a cancel of a job that is not in flight).
     let followUps: JobFollowUps
+    /// Runs what follows outcomes; `retry-hook` wakes it.
+    let hooks: HookRunner
     let meter: ThroughputMeter
     let startedAt = Date()
     let logger: Logger
 
     init(
         store: JobStore, runtime: DaemonRuntime, scheduler: Scheduler, activity: ActiveJobs, problems: LocalProblems,
-        metrics: DaemonMetrics, followUps: JobFollowUps, meter: ThroughputMeter, logger: Logger
+        metrics: DaemonMetrics, followUps: JobFollowUps, hooks: HookRunner, meter: ThroughputMeter, logger: Logger
     ) {
         self.store = store
         self.runtime = runtime
@@ -40,6 +42,7 @@ final class ControlService: Sendable {
         self.problems = problems
         self.metrics = metrics
         self.followUps = followUps
+        self.hooks = hooks
         self.meter = meter
         var logger = logger
         logger[metadataKey: "component"] = "control"
@@ -116,6 +119,7 @@ final class ControlService: Sendable {
         case .retry, .hold, .release, .cancel:
             return try ControlJSON.value(await act(command, arguments.decode(JobActionArguments.self), peer: session.peer))
         case .enqueue: return try ControlJSON.value(await enqueue(arguments.decode(EnqueueArguments.self)))
+        case .retryHook: return try ControlJSON.value(await retryHook(arguments.decode(RetryHookArguments.self)))
         case .reload: return try ControlJSON.value(await runtime.reload(reason: "reload requested by \(session.peer)"))
         case .wait: return try ControlJSON.value(await wait(arguments.decode(WaitArguments.self), session: session))
         case .watch:
@@ -174,7 +178,9 @@ final class ControlService: Sendable {
         let spool = runtime.configuration.spool(named: job.spool)
         var response: ResponseInfo?
         if let status = job.responseStatus {
-            var info = ResponseInfo(status: status, contentType: job.responseContentType, body: nil, bodyBase64: nil)
+            var info = ResponseInfo(
+                status: status, contentType: job.responseContentType, body: nil, bodyBase64: nil,
+                headers: job.responseHeaders.isEmpty ? nil : ResultDocument.joined(job.responseHeaders))
             if peer.access != .control {
                 info.bodyHidden = job.responseBody != nil ? true : nil
             } else if let body = job.responseBody {
@@ -196,6 +202,14 @@ final class ControlService: Sendable {
                             error: $0.error, bytesSent: $0.bytesSent, outcome: AttemptInfo.Outcome(rawValue: $0.outcome.rawValue))
             },
             progress: activity.progress(of: job))
+        detail.digest = job.contentDigest
+        let hooks = try await store.hookRuns(of: job)
+        if !hooks.isEmpty {
+            detail.hooks = hooks.map {
+                HookInfo(kind: $0.kind.rawValue, state: $0.state.rawValue, attempts: $0.attempts, nextAt: $0.state == .pending ? $0.nextAt : nil,
+                         exitStatus: $0.lastExit, error: $0.lastError, output: peer.access == .control ? $0.lastOutput : nil, updatedAt: $0.updatedAt)
+            }
+        }
         if let s3 = spool?.s3, job.upload != nil, !job.state.isFinal {
             detail.partsConfirmed = try await store.uploadParts(of: job).count
             let partSize = s3.partSize(forLength: job.identity.size)
@@ -314,6 +328,9 @@ extension Job {
             id: id.rawValue, spool: spool, file: displayPath, size: identity.size,
             state: JobStateName(rawValue: state.rawValue) ?? .queued, attempts: attempts, createdAt: createdAt,
             updatedAt: updatedAt, nextAttemptAt: nextAttemptAt, finishedAt: finishedAt, lastError: lastError,
-            responseStatus: responseStatus, confirmedBytes: upload?.offset)
+            responseStatus: responseStatus, confirmedBytes: upload?.offset, response: responseStatus.map {
+                ResponseInfo(status: $0, contentType: responseContentType, body: nil, bodyBase64: nil,
+                             headers: responseHeaders.isEmpty ? nil : ResultDocument.joined(responseHeaders))
+            })
     }
 }

@@ -15,6 +15,7 @@ struct DaemonParts: Sendable {
     let control: ControlServer
     let chores: Chores
     let reporter: StatusReporter
+    let hooks: HookRunner
 
     static func assemble(
         configuration: FerryConfiguration, state: borrowing StateDirectory, store: JobStore, uploaders: UploaderPool,
@@ -27,7 +28,8 @@ struct DaemonParts: Sendable {
         let intake = Intake(store: store, logger: logger, problems: problems)
         let activity = ActiveJobs()
         let metrics = DaemonMetrics()
-        let disposer = Disposer(store: store, logger: logger)
+        let hooks = HookRunner(store: store, runtime: runtime, logger: logger)
+        let disposer = Disposer(store: store, logger: logger, disposed: { hooks.wake() })
         let followUps = JobFollowUps(disposer: disposer, bodies: senders.bodies, problems: problems, requeue: { name, path in
             guard let spool = runtime.spool(named: name), let status = spool.files.status(path), status.kind == .regular else { return }
             await intake.submit(spool: name, files: [SpoolFile(relativePath: path, status: status)])
@@ -49,11 +51,11 @@ struct DaemonParts: Sendable {
             path: configuration.controlSocket, access: configuration.control,
             service: ControlService(
                 store: store, runtime: runtime, scheduler: scheduler, activity: activity, problems: problems, metrics: metrics,
-                followUps: followUps, meter: activity.meter, logger: logger),
+                followUps: followUps, hooks: hooks, meter: activity.meter, logger: logger),
             logger: logger)
         return DaemonParts(
             senders: senders, runtime: runtime, intake: intake, activity: activity, scheduler: scheduler, control: control,
             chores: Chores(store: store, runtime: runtime, activity: activity, disposer: disposer, bodies: senders.bodies, logger: logger),
-            reporter: StatusReporter(notifier: notifier, store: store))
+            reporter: StatusReporter(notifier: notifier, store: store), hooks: hooks)
     }
 }

@@ -20,6 +20,8 @@ import Glibc
 struct Disposer: Sendable {
     let store: JobStore
     let logger: Logger
+    /// Called once a disposition is recorded: what follows it (``HookRunner``) may run.
+    var disposed: @Sendable () -> Void = {}
 
     /// What happened to the file.
     struct Result {
@@ -62,6 +64,7 @@ struct Disposer: Sendable {
             log.error("cannot record the file's disposition; will try again", metadata: ["error": "\(error)"])
             return nil
         }
+        disposed()
         switch result.disposition {
         case .moved where job.state == .failed:
             log.warning("moved to the failed directory", metadata: ["path": "\(result.shownPath)", "reason": "\(job.lastError ?? "")"])
@@ -131,21 +134,27 @@ struct FailureReport: Encodable {
         }
     }
 
+    /// The schema's version (fields are only ever added).
+    var version = 1
     var job: String
     var spool: String
     var file: String
     var size: Int64
     var url: String
+    /// `failed`, or `cancelled` by an operator.
+    var outcome: String
     var failedAt: String
     var reason: String
     var status: Int?
+    /// The final answer's headers the spool keeps, by lowercase name.
+    var headers: [String: String]?
     var responseContentType: String?
     var responseExcerpt: String?
     var responseExcerptEncoding: String?
     var attempts: [AttemptEntry]
 
     enum CodingKeys: String, CodingKey {
-        case job, spool, file, size, url, reason, status, attempts
+        case version, job, spool, file, size, url, outcome, reason, status, headers, attempts
         case failedAt = "failed_at", responseContentType = "response_content_type",
              responseExcerpt = "response_excerpt", responseExcerptEncoding = "response_excerpt_encoding"
     }
@@ -156,6 +165,8 @@ struct FailureReport: Encodable {
         file = job.displayPath
         size = job.identity.size
         url = spool.url.redactedURL
+        outcome = job.state == .cancelled ? "cancelled" : "failed"
+        headers = job.responseHeaders.isEmpty ? nil : ResultDocument.joined(job.responseHeaders)
         failedAt = ISO8601DateFormatter().string(from: job.finishedAt ?? Date())
         reason = job.lastError ?? "unknown"
         status = job.responseStatus

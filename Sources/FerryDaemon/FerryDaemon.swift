@@ -94,6 +94,7 @@ public final class FerryDaemon: Service, Sendable {
                 notifier.ready(status: await parts.reporter.summary() ?? "ready")
                 group.addTask { await parts.reporter.run() }
                 group.addTask { await parts.chores.run() }
+                group.addTask { await parts.hooks.run() }
                 onReady()
                 await parts.scheduler.run(shutdownTimeout: { parts.runtime.configuration.shutdownTimeout })
                 startWatcher.finish()

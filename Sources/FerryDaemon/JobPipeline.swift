@@ -99,7 +99,8 @@ final class JobPipeline: Sendable {
             job: job, policy: spool?.configuration.retry ?? RetryPolicy(), settle: spool?.configuration.settle ?? .zero,
             report: result.report, bytesSent: result.bytesSent, requested: result.requested, progressed: result.progressed,
             intervention: activity.intervention(for: job), answeredEarly: result.answeredEarly,
-            trustsEarlyAnswers: spool?.configuration.trustsEarlyAnswers ?? false, startedAt: startedAt, now: now))
+            trustsEarlyAnswers: spool?.configuration.trustsEarlyAnswers ?? false, startedAt: startedAt, now: now,
+            spool: spool?.configuration, sentDigests: result.digests))
         if decision.resetsRetryCount { job.attemptBase = job.attempts }
         let delivered = decision.counted == .delivered
         if delivered { FaultPoint.deliveredBeforeRecord.reached() }
@@ -108,9 +109,10 @@ final class JobPipeline: Sendable {
         var entry = decision.log
         switch decision.record {
         case .attempt(let transition):
-            recorded = try await records.finish(job, startedAt: startedAt, now: now, bytesSent: result.bytesSent, transition: transition)
+            recorded = try await records.finish(
+                job, startedAt: startedAt, now: now, bytesSent: result.bytesSent, transition: transition, hooks: decision.hooks)
         case .failure(let reason):
-            recorded = try await records.fail(job, now: now, error: reason)
+            recorded = try await records.fail(job, now: now, error: reason, hooks: decision.hooks)
         case .supersede(let identity, let notBefore):
             let successor = try await records.supersede(job, by: identity, now: now, notBefore: notBefore, boundary: MultipartBoundary.random().value)
             entry.metadata["new_job"] = successor.id.rawValue

@@ -10,13 +10,17 @@ struct OutcomeRecorder: Sendable {
     let logger: Logger
 
     @discardableResult
-    func finish(_ job: Job, startedAt: Date, now: Date, bytesSent: Int64, transition: JobStore.Transition) async throws -> Job {
-        try await persist { try await store.finish(job, startedAt: startedAt, now: now, bytesSent: bytesSent, transition: transition) }
+    func finish(
+        _ job: Job, startedAt: Date, now: Date, bytesSent: Int64, transition: JobStore.Transition, hooks: [HookRun.Kind] = []
+    ) async throws -> Job {
+        try await persist {
+            try await store.finish(job, startedAt: startedAt, now: now, bytesSent: bytesSent, transition: transition, hooks: hooks)
+        }
     }
 
     @discardableResult
-    func fail(_ job: Job, now: Date, error: String) async throws -> Job {
-        try await persist { try await store.fail(job, now: now, error: error) }
+    func fail(_ job: Job, now: Date, error: String, hooks: [HookRun.Kind] = []) async throws -> Job {
+        try await persist { try await store.fail(job, now: now, error: error, hooks: hooks) }
     }
 
     @discardableResult

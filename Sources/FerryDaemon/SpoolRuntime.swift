@@ -31,7 +31,7 @@ struct SpoolRuntime: Sendable {
         let endpoint = Endpoint(configuration)
         return switch configuration.uploadProtocol {
         case .multipart: MultipartSender(configuration: configuration, endpoint: endpoint, uploader: uploader, bodies: parts.bodies, io: parts.io)
-        case .put: PutSender(configuration: configuration, endpoint: endpoint, uploader: uploader)
+        case .put: PutSender(configuration: configuration, endpoint: endpoint, uploader: uploader, io: parts.io)
         case .resumable: ResumableSender(configuration: configuration, endpoint: endpoint, client: ResumableClient(uploader: uploader), store: parts.store)
         case .tus: TusSender(configuration: configuration, endpoint: endpoint, client: TusClient(uploader: uploader), store: parts.store, io: parts.io)
         case .s3:

@@ -8,7 +8,7 @@ import NIOHTTP1
 /// (``AttemptInput/now``), randomness only from the generator passed in.
 ///
 ///     answered 2xx ─────────────────────────────▶ done, then the disposition
-///     answered 408 423 425 429 500 502 503 504 ─┐
+///     answered 408 423 425 429 500 502 503 504 ─┐  (or the spool's [spool.retry] statuses)
 ///     no answer ────────────────────────────────┼▶ retry after full jitter (never before Retry-After),
 ///                                               │  or failed when out of max_attempts or max_age
 ///     answered otherwise, refused ──────────────┴▶ failed, file to failed_directory
@@ -26,6 +26,23 @@ public enum AttemptDecider {
     public static let missingSpoolWait: TimeInterval = 300
 
     public static func decide<Random: RandomNumberGenerator>(_ input: AttemptInput, random: inout Random) -> AttemptDecision {
+        var decision = fate(input, random: &random)
+        decision.hooks = afterOutcome(of: decision.record, input)
+        return decision
+    }
+
+    /// What runs after the recorded outcome, of what the spool has: after a delivery its
+    /// `on_delivered` hook and result file; after a failure or a cancel its `on_failed` hook.
+    static func afterOutcome(of record: AttemptDecision.Record, _ input: AttemptInput) -> [HookRun.Kind] {
+        let kinds: [HookRun.Kind] = switch record {
+        case .attempt(.succeeded): [.result, .delivered]
+        case .attempt(.failed), .attempt(.cancelled), .failure: [.failed]
+        default: []
+        }
+        return kinds.filter(input.afterOutcome.contains)
+    }
+
+    private static func fate<Random: RandomNumberGenerator>(_ input: AttemptInput, random: inout Random) -> AttemptDecision {
         switch input.report {
         case .spoolMissing:
             let reason = "spool \"\(input.job.spool)\" is not in the configuration"
@@ -63,19 +80,28 @@ public enum AttemptDecider {
     private static func answered<Random: RandomNumberGenerator>(
         _ answer: ServerAnswer, _ input: AttemptInput, random: inout Random
     ) -> AttemptDecision {
-        switch answer.verdict(now: input.now) {
+        let kept = answer.headers(named: input.keptHeaders)
+        if answer.isSuccess, let mismatch = input.sentDigests?.mismatch(in: answer.headers, answerBody: answer.body) {
+            // The server got other bytes than Ferry sent (a proxy changed them): not a delivery.
+            return retryOrGiveUp(input, error: describe(answer) + ", but " + mismatch, answer: answer, notBefore: nil, random: &random)
+        }
+        switch answer.verdict(now: input.now, retryable: input.policy.retryStatuses) {
         case .success where input.answeredEarly && !input.trustsEarlyAnswers:
             // The server cannot have read the whole file: its 2xx stands (no retry, which could not
             // tell the server more), but the file stays in the spool, recorded as kept.
             return AttemptDecision(
-                record: .attempt(.succeeded(status: answer.status, body: answer.body, contentType: answer.contentType, keepSource: true)),
+                record: .attempt(.succeeded(
+                    status: answer.status, body: answer.body, contentType: answer.contentType, headers: kept,
+                    digest: input.sentDigests?.reprDigestField, keepSource: true)),
                 followUps: [.clearLocalProblem, .forgetBody], counted: input.requested ? .delivered : nil,
                 log: LogEntry(.warning, "the server answered 2xx before the whole body was sent; the file is kept (after_upload not applied)", [
                     "status": "\(answer.status)", "sent": "\(input.bytesSent)", "bytes": "\(input.job.identity.size)",
                 ]))
         case .success:
             return AttemptDecision(
-                record: .attempt(.succeeded(status: answer.status, body: answer.body, contentType: answer.contentType)),
+                record: .attempt(.succeeded(
+                    status: answer.status, body: answer.body, contentType: answer.contentType, headers: kept,
+                    digest: input.sentDigests?.reprDigestField)),
                 followUps: [.clearLocalProblem, .forgetBody, .dispose, .requeueIfLeft], counted: input.requested ? .delivered : nil,
                 log: LogEntry(.info, "uploaded", [
                     "status": "\(answer.status)", "bytes": "\(input.job.identity.size)", "sent": "\(input.bytesSent)",
@@ -90,7 +116,7 @@ public enum AttemptDecider {
             return AttemptDecision(
                 record: .attempt(.failed(
                     error: describe(answer) + (answer.hint.map { " (\($0))" } ?? ""), status: answer.status, body: answer.body,
-                    contentType: answer.contentType)),
+                    contentType: answer.contentType, headers: kept)),
                 followUps: [.clearLocalProblem, .forgetBody, .dispose, .endServerUpload], counted: input.requested ? .failed : nil,
                 log: LogEntry(.error, "upload rejected; not retrying", metadata))
         }
@@ -123,7 +149,9 @@ public enum AttemptDecider {
         }
         let next = min(input.now.addingTimeInterval(delay.timeInterval), deadline)
         return AttemptDecision(
-            record: .attempt(.retry(at: next, error: error, status: answer?.status, body: answer?.body, contentType: answer?.contentType)),
+            record: .attempt(.retry(
+                at: next, error: error, status: answer?.status, body: answer?.body, contentType: answer?.contentType,
+                headers: answer?.headers(named: input.keptHeaders) ?? [])),
             resetsRetryCount: input.progressed, followUps: [.clearLocalProblem, .forgetBody], counted: input.requested ? .retry : nil,
             log: LogEntry(.warning, "upload attempt failed; will retry", [
                 "error": error, "attempt": "\(attemptsMade)", "retry_in_ms": milliseconds(from: input.now, to: next),
@@ -134,7 +162,9 @@ public enum AttemptDecider {
     /// is recorded when the attempt reached the server; otherwise the job fails without one.
     private static func giveUp(_ input: AttemptInput, reason: String, answer: ServerAnswer?) -> AttemptDecision {
         let record: AttemptDecision.Record = input.requested
-            ? .attempt(.failed(error: reason, status: answer?.status, body: answer?.body, contentType: answer?.contentType))
+            ? .attempt(.failed(
+                error: reason, status: answer?.status, body: answer?.body, contentType: answer?.contentType,
+                headers: answer?.headers(named: input.keptHeaders) ?? []))
             : .failure(reason)
         return AttemptDecision(
             record: record, followUps: [.clearLocalProblem, .forgetBody, .dispose, .endServerUpload], counted: input.requested ? .failed : nil,

@@ -43,6 +43,8 @@ public struct AttemptDecision: Sendable, Equatable {
     public var counted: AttemptOutcome?
     /// The line the pipeline logs once the record is durable.
     public var log: LogEntry
+    /// What runs after this outcome, queued with its record (the spool's hooks, the result file).
+    public var hooks: [HookRun.Kind] = []
 
     public init(record: Record, resetsRetryCount: Bool = false, followUps: [FollowUp], counted: AttemptOutcome?, log: LogEntry) {
         self.record = record
@@ -55,7 +57,7 @@ public struct AttemptDecision: Sendable, Equatable {
     /// When a retry or an interrupted job is due again, if it is.
     public var nextAttemptAt: Date? {
         switch record {
-        case .attempt(.retry(let at, _, _, _, _)), .attempt(.interrupted(let at, _, _)): at
+        case .attempt(.retry(let at, _, _, _, _, _)), .attempt(.interrupted(let at, _, _)): at
         case .supersede(_, let notBefore): notBefore
         default: nil
         }

@@ -26,6 +26,13 @@ public struct AttemptInput: Sendable {
     public var trustsEarlyAnswers = false
     public var startedAt: Date
     public var now: Date
+    /// The answer headers the spool keeps (lowercased names; `result_headers`).
+    public var keptHeaders: [String] = []
+    /// What the spool runs after a final outcome: `.delivered`, `.failed` (its hooks), `.result`
+    /// (its result file).
+    public var afterOutcome: Set<HookRun.Kind> = []
+    /// The RFC 9530 digests sent with the attempt's request, if the spool sends them.
+    public var sentDigests: SentDigests?
 
     public init(
         job: Job, policy: RetryPolicy, settle: Duration, report: AttemptReport, bytesSent: Int64 = 0, requested: Bool = false,
@@ -44,6 +51,24 @@ public struct AttemptInput: Sendable {
         self.intervention = intervention
         self.startedAt = startedAt
         self.now = now
+    }
+
+    /// The input for an attempt at a job of `spool`: its rules as in the main initializer, and what it
+    /// keeps of answers and runs after outcomes.
+    public init(
+        job: Job, policy: RetryPolicy, settle: Duration, report: AttemptReport, bytesSent: Int64, requested: Bool,
+        progressed: Bool, intervention: Intervention?, answeredEarly: Bool, trustsEarlyAnswers: Bool, startedAt: Date, now: Date,
+        spool: SpoolConfiguration?, sentDigests: SentDigests?
+    ) {
+        self.init(
+            job: job, policy: policy, settle: settle, report: report, bytesSent: bytesSent, requested: requested, progressed: progressed,
+            intervention: intervention, answeredEarly: answeredEarly, trustsEarlyAnswers: trustsEarlyAnswers, startedAt: startedAt, now: now)
+        self.sentDigests = sentDigests
+        guard let spool else { return }
+        keptHeaders = spool.resultHeaders
+        if spool.hooks.onDelivered != nil { afterOutcome.insert(.delivered) }
+        if spool.hooks.onFailed != nil { afterOutcome.insert(.failed) }
+        if spool.resultDirectory != nil { afterOutcome.insert(.result) }
     }
 
     /// When the job runs out of `max_age`.

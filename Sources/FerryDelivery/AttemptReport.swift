@@ -39,11 +39,14 @@ public struct ServerAnswer: Sendable, Equatable {
     /// The protocol's own reading of the answer, which overrides the status's (S3 answers
     /// `RequestTimeout` with a 400 and means "retry", and an `<Error>` in a 200 is no success).
     public var verdict: AttemptVerdict?
+    /// The answer's headers (at most ``ResponseHeader/countLimit``); the spool keeps some of them.
+    public var headers: [ResponseHeader]
 
     public init(
         status: Int, body: [UInt8] = [], contentType: String? = nil, retryAfter: String? = nil, during: String? = nil,
-        hint: String? = nil, verdict: AttemptVerdict? = nil
+        hint: String? = nil, verdict: AttemptVerdict? = nil, headers: [ResponseHeader] = []
     ) {
+        self.headers = headers
         self.verdict = verdict
         self.status = status
         self.body = body
@@ -60,22 +63,28 @@ public struct ServerAnswer: Sendable, Equatable {
     ) {
         self.init(
             status: status, body: body, contentType: HTTPHeaders.value("Content-Type", in: headers),
-            retryAfter: HTTPHeaders.value("Retry-After", in: headers), during: during, hint: hint, verdict: verdict)
+            retryAfter: HTTPHeaders.value("Retry-After", in: headers), during: during, hint: hint, verdict: verdict,
+            headers: headers.prefix(ResponseHeader.countLimit).map { ResponseHeader(name: $0.name, value: $0.value) })
+    }
+
+    /// The headers named in `names` (lowercased), in the answer's order: what a job keeps.
+    public func headers(named names: [String]) -> [ResponseHeader] {
+        headers.filter { names.contains($0.name) }
     }
 
     /// Whether the server accepted the request.
     public var isSuccess: Bool { verdict.map { $0 == .success } ?? (200..<300).contains(status) }
 
     /// What the answer means for the job: the protocol's ``verdict`` if it gave one, else the
-    /// status's (``RetryRules``).
-    public func verdict(now: Date) -> AttemptVerdict {
+    /// status's (``RetryRules``; `retryable`: the spool's `[spool.retry] statuses`).
+    public func verdict(now: Date, retryable: Set<Int> = RetryRules.retryableStatuses) -> AttemptVerdict {
         switch verdict {
         case .retry(nil)?:
             return .retry(notBefore: retryAfter.flatMap { RetryRules.parseRetryAfter($0, now: now) })
         case let verdict?:
             return verdict
         case nil:
-            return RetryRules.verdict(status: status, retryAfter: retryAfter, now: now)
+            return RetryRules.verdict(status: status, retryAfter: retryAfter, now: now, retryable: retryable)
         }
     }
 }

@@ -1,3 +1,4 @@
+import FerryConfig
 import Foundation
 
 /// What an attempt's result means for the job.
@@ -12,15 +13,16 @@ public enum AttemptVerdict: Sendable, Equatable {
 
 /// Ferry's retry rules, kept apart from the transport so they read as a table and test as one.
 public enum RetryRules {
-    /// Statuses that mean "try again later": 408 Request Timeout, 425 Too Early, 429 Too Many Requests,
-    /// 423 Locked (WebDAV, tus servers: the resource is busy, e.g. with an earlier request),
-    /// 500 Internal Server Error, 502 Bad Gateway, 503 Service Unavailable, 504 Gateway Timeout.
-    public static let retryableStatuses: Set<Int> = [408, 423, 425, 429, 500, 502, 503, 504]
+    /// Statuses that mean "try again later" unless a spool's `[spool.retry] statuses` says otherwise
+    /// (``RetryPolicy/defaultRetryStatuses``).
+    public static let retryableStatuses: Set<Int> = RetryPolicy.defaultRetryStatuses
 
-    /// The verdict for an HTTP response.
-    public static func verdict(status: Int, retryAfter: String?, now: Date = Date()) -> AttemptVerdict {
+    /// The verdict for an HTTP response; `retryable`: the statuses that mean "try again later".
+    public static func verdict(
+        status: Int, retryAfter: String?, now: Date = Date(), retryable: Set<Int> = retryableStatuses
+    ) -> AttemptVerdict {
         if (200..<300).contains(status) { return .success }
-        if retryableStatuses.contains(status) {
+        if retryable.contains(status) {
             return .retry(notBefore: retryAfter.flatMap { parseRetryAfter($0, now: now) })
         }
         return .permanent

@@ -29,5 +29,14 @@ public struct TusCapabilities: Sendable, Equatable {
     }
 
     /// Whether uploads carry `Upload-Checksum: sha1 …`.
-    public var usesSHA1Checksums: Bool { extensions.contains("checksum") && checksumAlgorithms.contains("sha1") }
+    public var usesSHA1Checksums: Bool { checksumAlgorithm(preferring: nil) == "sha1" }
+
+    /// The `Upload-Checksum` algorithm uploads carry: `preferred` (the spool's `digest`, as tus
+    /// names it: `sha256`, `sha512`) when the server offers it, else `sha1` when it offers that;
+    /// `nil` when the server has no checksum extension.
+    public func checksumAlgorithm(preferring preferred: String?) -> String? {
+        guard extensions.contains("checksum") else { return nil }
+        if let preferred, checksumAlgorithms.contains(preferred) { return preferred }
+        return checksumAlgorithms.contains("sha1") ? "sha1" : nil
+    }
 }

@@ -25,8 +25,12 @@ public struct TusUploadMachine: Sendable {
         public var chunkSize: Int64?
         /// Names the endpoint an upload was created at (stored with it).
         public var endpointKey: String?
+        /// The checksum algorithm to use when the server offers it (the spool's `digest`: `sha256`,
+        /// `sha512`); otherwise `sha1`, when offered.
+        public var preferredChecksum: String?
 
-        public init(endpoint: String, length: Int64, chunkSize: Int64? = nil, endpointKey: String? = nil) {
+        public init(endpoint: String, length: Int64, chunkSize: Int64? = nil, endpointKey: String? = nil, preferredChecksum: String? = nil) {
+            self.preferredChecksum = preferredChecksum
             self.endpoint = endpoint
             self.length = length
             self.chunkSize = chunkSize
@@ -83,6 +87,9 @@ public struct TusUploadMachine: Sendable {
     /// Request body bytes handed to connections so far.
     public private(set) var bytesSent: Int64 = 0
     public private(set) var capabilities: TusCapabilities?
+
+    /// The `Upload-Checksum` algorithm requests carry (when an action says `checksum`).
+    public var checksumAlgorithm: String? { capabilities?.checksumAlgorithm(preferring: settings.preferredChecksum) }
     private var notices: [Notice] = []
     private let initialUpload: ResumableUpload?
     private let now: Date
@@ -304,7 +311,7 @@ public struct TusUploadMachine: Sendable {
             }
             phase = .creating(bodyLength: withBody)
             return .create(
-                bodyLength: withBody, checksum: withBody > 0 && capabilities?.usesSHA1Checksums == true,
+                bodyLength: withBody, checksum: withBody > 0 && checksumAlgorithm != nil,
                 sendsIdempotencyKey: creations == 1 && initialUpload == nil)
         }
         if !current {
@@ -317,7 +324,7 @@ public struct TusUploadMachine: Sendable {
         let remaining = settings.length - upload.offset
         let length = min(remaining, settings.chunkSize ?? remaining)
         phase = .appending(upload, length: length)
-        return .append(url: upload.url, offset: upload.offset, length: length, checksum: capabilities?.usesSHA1Checksums == true)
+        return .append(url: upload.url, offset: upload.offset, length: length, checksum: checksumAlgorithm != nil)
     }
 
     /// A request that got no answer ends the attempt.

@@ -104,6 +104,34 @@ public struct MultipartBody: Sendable {
         return offset
     }
 
+    /// A run of the body's bytes: framing and field values as bytes, a file part as its file.
+    public enum Piece: Sendable {
+        case bytes([UInt8])
+        /// The first `length` bytes of the file.
+        case file(FileDescriptor, length: Int64)
+    }
+
+    /// The body as pieces, in order, adjacent bytes together: what ``write(to:path:copier:isCancelled:progress:)``
+    /// writes (to digest the body in the same read as its file, say).
+    public var pieces: [Piece] {
+        var pieces: [Piece] = []
+        var pending: [UInt8] = []
+        for (part, header) in zip(parts, headers) {
+            pending += Array("--\(boundary.value)\r\n".utf8) + header
+            switch part.content {
+            case .bytes(let bytes):
+                pending += bytes
+            case .file(let source, let length):
+                pieces.append(.bytes(pending))
+                pending = []
+                pieces.append(.file(source, length: length))
+            }
+            pending += [0x0D, 0x0A]
+        }
+        pieces.append(.bytes(pending + Array("--\(boundary.value)--\r\n".utf8)))
+        return pieces
+    }
+
     /// The whole body in memory, file parts read with `pread(2)` (or taken from `fileContents`, the
     /// file already read, when its length is the part's): for small bodies, where a body file would
     /// cost more system calls than the bytes are worth. The bytes returned are the bytes read; the

@@ -102,6 +102,10 @@ public struct Job: Sendable, Hashable, FetchableRecord, MutablePersistableRecord
     public var responseBody: [UInt8]?
     /// The final response's `Content-Type`.
     public var responseContentType: String?
+    /// The final response's headers the spool keeps (`Location`, `ETag`, …, `result_headers`).
+    public var responseHeaders: [ResponseHeader] = []
+    /// The RFC 9530 digest of the file as delivered (`sha-256=:…:`), when the spool computes one.
+    public var contentDigest: String?
     /// What became of the source file; `nil` while pending.
     public var disposition: Disposition?
     /// When the source file was deleted, moved or kept after a final state; `nil` while pending.
@@ -171,6 +175,8 @@ public struct Job: Sendable, Hashable, FetchableRecord, MutablePersistableRecord
         responseStatus = row["response_status"]
         responseBody = (row["response_body"] as Data?).map { [UInt8]($0) }
         responseContentType = row["response_content_type"]
+        responseHeaders = ResponseHeader.decoded(row["response_headers"])
+        contentDigest = row["content_digest"]
         // A name this build does not know (written by a newer ferryd) reads as pending rather than stopping the daemon.
         disposition = (row["disposition"] as String?).flatMap(Disposition.init(rawValue:))
         disposedAt = (row["disposed_at"] as Double?).map(Date.init(timeIntervalSince1970:))
@@ -206,6 +212,8 @@ public struct Job: Sendable, Hashable, FetchableRecord, MutablePersistableRecord
         container["response_status"] = responseStatus
         container["response_body"] = responseBody.map { Data($0) }
         container["response_content_type"] = responseContentType
+        container["response_headers"] = ResponseHeader.encoded(responseHeaders)
+        container["content_digest"] = contentDigest
         container["disposition"] = disposition
         container["disposed_at"] = disposedAt?.timeIntervalSince1970
         container["final_path"] = finalPath.map { Data($0) }
@@ -223,7 +231,7 @@ public struct Job: Sendable, Hashable, FetchableRecord, MutablePersistableRecord
     /// whole-row update rewrote on every outcome.
     static let outcomeColumns: [String] = [
         "state", "attempts", "updated_at", "next_attempt_at", "finished_at", "last_error", "response_status",
-        "response_body", "response_content_type", "disposition", "disposed_at", "held_at", "attempt_base",
+        "response_body", "response_content_type", "response_headers", "content_digest", "disposition", "disposed_at", "held_at", "attempt_base",
         "upload_url", "upload_offset", "upload_expires", "upload_endpoint",
     ]
 

@@ -45,6 +45,8 @@ public struct JobEvent: Sendable, Hashable {
     public var attempt: Int?
     public var httpStatus: Int?
     public var message: String?
+    /// For a `done` event: the answer's `Location`, if the server gave one.
+    public var location: String?
 
     /// Appends an event for `job` (whose `state` is already the new one) inside the caller's transaction.
     static func record(
@@ -69,6 +71,7 @@ public struct JobEvent: Sendable, Hashable {
         attempt = row["attempt"]
         httpStatus = row["http_status"]
         message = row["message"]
+        location = ResponseHeader.decoded(row["response_headers"]).value("location")
     }
 
     /// The relative path as text (bytes that are not UTF-8 appear as `\xNN`).

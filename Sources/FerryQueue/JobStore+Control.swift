@@ -89,7 +89,8 @@ extension JobStore {
     public func events(after id: Int64, limit: Int) async throws -> [JobEvent] {
         try await read { db in
             try Row.fetchAll(db, sql: """
-                SELECT event.*, job.id AS job_id, job.spool, job.relative_path
+                SELECT event.*, job.id AS job_id, job.spool, job.relative_path,
+                    CASE WHEN event.kind = 'done' THEN job.response_headers END AS response_headers
                 FROM event JOIN job ON job.seq = event.job_seq
                 WHERE event.id > ? ORDER BY event.id LIMIT ?
                 """, arguments: [id, limit]).map(JobEvent.init(row:))
@@ -170,7 +171,7 @@ extension JobStore {
 
     /// Cancels a queued, retrying or held job; its file's disposition (to the failed directory) is
     /// then pending, as for a failed job.
-    public func cancel(_ job: Job, now: Date, reason: String) async throws -> ActionOutcome {
+    public func cancel(_ job: Job, now: Date, reason: String, hooks: [HookRun.Kind] = []) async throws -> ActionOutcome {
         try await act(on: job, allowedFrom: [.queued, .retrying, .held], already: [.cancelled]) { db, job in
             job.state = .cancelled
             job.heldAt = nil
@@ -180,6 +181,7 @@ extension JobStore {
             job.updatedAt = now
             try job.update(db)
             try JobEvent.record(db, job, kind: .cancelled, at: now, message: reason)
+            try HookRun.schedule(db, jobSequence: job.sequence!, kinds: hooks, now: now)
         }
     }
 

@@ -8,11 +8,15 @@ extension JobStore {
         /// The server accepted the file; the source's disposition is still to be applied, unless
         /// `keepSource`: then the file is kept where it is, recorded as `kept` in the same write (a
         /// 2xx that came before the whole body was sent is not taken as proof of delivery).
-        case succeeded(status: Int, body: [UInt8], contentType: String?, keepSource: Bool = false)
+        /// `headers`: the answer's headers the spool keeps; `digest`: the RFC 9530 digest Ferry sent
+        /// (`sha-256=:…:`), if the spool computes one.
+        case succeeded(
+            status: Int, body: [UInt8], contentType: String?, headers: [ResponseHeader] = [], digest: String? = nil,
+            keepSource: Bool = false)
         /// Retry no earlier than `at`.
-        case retry(at: Date, error: String, status: Int?, body: [UInt8]?, contentType: String?)
+        case retry(at: Date, error: String, status: Int?, body: [UInt8]?, contentType: String?, headers: [ResponseHeader] = [])
         /// Give up; the source goes to the failed directory.
-        case failed(error: String, status: Int?, body: [UInt8]?, contentType: String?)
+        case failed(error: String, status: Int?, body: [UInt8]?, contentType: String?, headers: [ResponseHeader] = [])
         /// The attempt was cut short through no fault of the server (shutdown, source changed);
         /// queue again at `at` without counting it. `localTrouble` (a full disk, a failed read): the
         /// same trouble again for the same attempt stretches its one row instead of adding another.
@@ -25,9 +29,10 @@ extension JobStore {
     }
 
     /// Records an attempt and its effect on the job in one durable transaction, and returns the updated job.
+    /// `hooks`: what is to run after this outcome (``HookRun``), queued in the same transaction.
     @discardableResult
     public func finish(
-        _ job: Job, startedAt: Date, now: Date, bytesSent: Int64, transition: Transition
+        _ job: Job, startedAt: Date, now: Date, bytesSent: Int64, transition: Transition, hooks: [HookRun.Kind] = []
     ) async throws -> Job {
         var job = job
         let sequence = job.sequence!
@@ -42,8 +47,8 @@ extension JobStore {
         let record = attempt
         let event: (JobEvent.Kind, String?) = switch transition {
         case .succeeded: (.done, nil)
-        case .retry(_, let error, _, _, _): (.retry, error)
-        case .failed(let error, _, _, _): (.failed, error)
+        case .retry(_, let error, _, _, _, _): (.retry, error)
+        case .failed(let error, _, _, _, _): (.failed, error)
         case .interrupted(_, let reason, _): (.requeued, reason)
         case .held(let reason): (.held, reason)
         case .cancelled(let reason): (.cancelled, reason)
@@ -57,6 +62,7 @@ extension JobStore {
             try record.insert(db)
             try updated.update(db, columns: Job.outcomeColumns)
             try JobEvent.record(db, updated, kind: event.0, at: now, attempt: record.number, status: record.httpStatus, message: event.1)
+            try HookRun.schedule(db, jobSequence: sequence, kinds: hooks, now: now)
         }
         return updated
     }
@@ -65,19 +71,20 @@ extension JobStore {
     private static func apply(_ transition: Transition, to job: inout Job, attempt: inout Attempt, now: Date) -> Bool {
         let counts: Bool
         switch transition {
-        case .succeeded(let status, let body, let contentType, let keepSource):
+        case .succeeded(let status, let body, let contentType, let headers, let digest, let keepSource):
             counts = true
             attempt.httpStatus = status
             job.state = .done
             job.finishedAt = now
             job.nextAttemptAt = nil
-            job.keepResponse(status: status, body: body, contentType: contentType)
+            job.keepResponse(status: status, body: body, contentType: contentType, headers: headers)
+            job.contentDigest = digest
             job.lastError = nil
             if keepSource {
                 job.disposition = .kept
                 job.disposedAt = now
             }
-        case .retry(let at, let error, let status, let body, let contentType):
+        case .retry(let at, let error, let status, let body, let contentType, let headers):
             counts = true
             attempt.outcome = .retry
             attempt.httpStatus = status
@@ -85,8 +92,8 @@ extension JobStore {
             job.state = .retrying
             job.nextAttemptAt = at
             job.lastError = error
-            job.keepResponse(status: status, body: body, contentType: contentType)
-        case .failed(let error, let status, let body, let contentType):
+            job.keepResponse(status: status, body: body, contentType: contentType, headers: headers)
+        case .failed(let error, let status, let body, let contentType, let headers):
             counts = true
             attempt.outcome = .failure
             attempt.httpStatus = status
@@ -95,7 +102,7 @@ extension JobStore {
             job.finishedAt = now
             job.nextAttemptAt = nil
             job.lastError = error
-            job.keepResponse(status: status, body: body, contentType: contentType)
+            job.keepResponse(status: status, body: body, contentType: contentType, headers: headers)
         case .interrupted(let at, let reason, _):
             counts = false
             attempt.outcome = .interrupted
@@ -137,7 +144,7 @@ extension JobStore {
 
     /// Fails a job without an attempt (the source vanished or cannot be read, or it aged out while waiting).
     @discardableResult
-    public func fail(_ job: Job, now: Date, error: String) async throws -> Job {
+    public func fail(_ job: Job, now: Date, error: String, hooks: [HookRun.Kind] = []) async throws -> Job {
         var job = job
         job.state = .failed
         job.finishedAt = now
@@ -148,6 +155,7 @@ extension JobStore {
         try await write { db in
             try updated.update(db, columns: Job.outcomeColumns)
             try JobEvent.record(db, updated, kind: .failed, at: now, message: error)
+            try HookRun.schedule(db, jobSequence: updated.sequence!, kinds: hooks, now: now)
         }
         return updated
     }
@@ -216,10 +224,11 @@ extension JobStore {
 
 extension Job {
     /// Keeps the server's answer (its first 64 KiB) with the job, when there was one.
-    mutating func keepResponse(status: Int?, body: [UInt8]?, contentType: String?) {
+    mutating func keepResponse(status: Int?, body: [UInt8]?, contentType: String?, headers: [ResponseHeader]) {
         guard let status else { return }
         responseStatus = status
         responseBody = body.map { Array($0.prefix(JobStore.responseExcerptLimit)) }
         responseContentType = contentType
+        responseHeaders = headers
     }
 }

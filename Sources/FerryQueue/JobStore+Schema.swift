@@ -137,6 +137,29 @@ extension JobStore {
                 END;
                 """)
         }
+        migrator.registerMigration("v7: answers, digests, hooks") { db in
+            try db.execute(sql: """
+                -- The final answer's headers the spool keeps (a JSON array of [name, value]) and the
+                -- digest of what was delivered.
+                ALTER TABLE job ADD COLUMN response_headers TEXT;
+                ALTER TABLE job ADD COLUMN content_digest TEXT;
+                -- What runs after an outcome (a hook, the result file), written in the outcome's
+                -- transaction and run at least once, after the file's disposition.
+                CREATE TABLE hook_run (
+                    job_seq INTEGER NOT NULL REFERENCES job(seq) ON DELETE CASCADE,
+                    kind TEXT NOT NULL,
+                    state TEXT NOT NULL,
+                    attempts INTEGER NOT NULL DEFAULT 0,
+                    next_at REAL NOT NULL,
+                    last_exit INTEGER,
+                    last_error TEXT,
+                    last_output TEXT,
+                    updated_at REAL NOT NULL,
+                    PRIMARY KEY (job_seq, kind)
+                ) WITHOUT ROWID;
+                CREATE INDEX hook_run_due ON hook_run(next_at) WHERE state = 'pending';
+                """)
+        }
         return migrator
     }
 }

@@ -199,9 +199,33 @@ public final class DirectoryHandle: Sendable {
         }
     }
 
+    /// Writes `bytes` to a new entry `name` atomically and durably (a temporary file, `fsync`, a
+    /// rename that never replaces, the directory synced); fails with `EEXIST` if `name` exists.
+    public func writeNewFile(_ name: [UInt8], bytes: [UInt8], mode: mode_t = 0o644) throws(SystemError) {
+        let temporary = try writeTemporary(bytes, mode: mode)
+        do {
+            try renameNoReplace(temporary, to: self, as: name)
+        } catch {
+            try? unlink(temporary)
+            throw error
+        }
+        sync()
+    }
+
     /// Writes `bytes` to entry `name` atomically: a hidden temporary file (`O_EXCL | O_NOFOLLOW`),
     /// `fsync`, then a rename over `name` (replacing a previous version of it).
     public func writeFileAtomically(_ name: [UInt8], bytes: [UInt8], mode: mode_t = 0o640) throws(SystemError) {
+        let temporary = try writeTemporary(bytes, mode: mode)
+        let result = temporary.withCString { old in name.withCString { new in renameat(descriptor, old, descriptor, new) } }
+        guard result == 0 else {
+            let error = SystemError.current("rename", childPath(temporary))
+            try? unlink(temporary)
+            throw error
+        }
+    }
+
+    /// A hidden temporary file (`O_EXCL | O_NOFOLLOW`) holding `bytes`, synced; its name.
+    private func writeTemporary(_ bytes: [UInt8], mode: mode_t) throws(SystemError) -> [UInt8] {
         let temporary = Array(".ferry-partial-\(UInt64.random(in: 0...UInt64.max))".utf8)
         let fd = temporary.withCString { openat(descriptor, $0, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode) }
         guard fd >= 0 else { throw .current("create", childPath(temporary)) }
@@ -215,12 +239,7 @@ public final class DirectoryHandle: Sendable {
             try? unlink(temporary)
             throw error
         }
-        let result = temporary.withCString { old in name.withCString { new in renameat(descriptor, old, descriptor, new) } }
-        guard result == 0 else {
-            let error = SystemError.current("rename", childPath(temporary))
-            try? unlink(temporary)
-            throw error
-        }
+        return temporary
     }
 
     /// Up to `limit` bytes from the start of entry `name` (a regular file, not through a symlink).

@@ -68,8 +68,17 @@ public struct SourceFile: Sendable {
     public func digest<Hash: HashFunction>(
         _ hash: Hash.Type, of range: Range<Int64>? = nil, isCancelled: () -> Bool = { false }
     ) throws(SourceReadError) -> Hash.Digest {
-        let range = range ?? 0..<status.size
         var hasher = Hash()
+        try read(range, isCancelled: isCancelled) { hasher.update(bufferPointer: $0) }
+        return hasher.finalize()
+    }
+
+    /// Reads `range` of the file (the whole file by default) in pieces of at most 1 MiB, handing each
+    /// to `body` in order. Blocking: call it off the concurrency pool.
+    public func read(
+        _ range: Range<Int64>? = nil, isCancelled: () -> Bool = { false }, _ body: (UnsafeRawBufferPointer) -> Void
+    ) throws(SourceReadError) {
+        let range = range ?? 0..<status.size
         // At most 1 MiB, and no more than the range: a small file's checksum touches no more memory
         // than the file (four uploads of 16 KiB files each zeroing 1 MiB showed in peak RSS).
         var buffer = [UInt8](repeating: 0, count: Int(max(1, min(Int64(1 << 20), range.upperBound - range.lowerBound))))
@@ -83,10 +92,9 @@ public struct SourceFile: Sendable {
                 throw .io(SystemError.current("read", "(source)"))
             }
             if count == 0 { throw .changed }
-            buffer.withUnsafeBytes { hasher.update(bufferPointer: UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
+            buffer.withUnsafeBytes { body(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
             offset += Int64(count)
         }
-        return hasher.finalize()
     }
 }
 

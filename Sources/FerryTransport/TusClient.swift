@@ -30,6 +30,8 @@ public struct TusTransfer: Sendable {
     public var known: ResumableUpload?
     /// Sent as `Idempotency-Key` on the creation request.
     public var idempotencyKey: String
+    /// The checksum algorithm preferred when the server offers it (`sha256`, `sha512`); else sha1.
+    public var preferredChecksum: String?
 
     public init(
         endpoint: String, endpointKey: String, headers: [(name: String, value: String)], trustedOrigins: Set<HTTPOrigin>,
@@ -77,7 +79,7 @@ public final class TusClient: Sendable {
     ) async throws -> ResumableTransferResult {
         var machine = TusUploadMachine(
             settings: .init(endpoint: transfer.endpoint, length: transfer.length, chunkSize: transfer.chunkSize,
-                            endpointKey: transfer.endpointKey),
+                            endpointKey: transfer.endpointKey, preferredChecksum: transfer.preferredChecksum),
             known: transfer.known, now: Date())
         var action = machine.start()
         var warnedOrigin: String?
@@ -89,7 +91,7 @@ public final class TusClient: Sendable {
             case .discover:
                 action = machine.discovered(await discover(transfer.endpoint, headers: transfer.headers, logger: logger))
             case .create(let bodyLength, let checksum, let sendsKey):
-                action = machine.created(await create(transfer, bodyLength: bodyLength, checksum: checksum, sendsKey: sendsKey,
+                action = machine.created(await create(transfer, bodyLength: bodyLength, checksum: checksum ? machine.checksumAlgorithm : nil, sendsKey: sendsKey,
                                                       logger: logger, progress: progress))
             case .askOffset(let url):
                 var headers = protocolHeaders(transfer, url: url)
@@ -97,7 +99,7 @@ public final class TusClient: Sendable {
                 action = machine.offsetAsked(RequestOutcome(await uploader.send(.bodiless(url: url, method: "HEAD", headers: headers), logger: logger)))
                 if let upload = machine.upload { progress(upload.offset) }
             case .append(let url, let offset, let length, let checksum):
-                action = machine.appended(await append(transfer, url: url, range: offset..<(offset + length), checksum: checksum,
+                action = machine.appended(await append(transfer, url: url, range: offset..<(offset + length), checksum: checksum ? machine.checksumAlgorithm : nil,
                                                        logger: logger, progress: progress))
             case .record(let upload):
                 try await record(upload)
@@ -117,7 +119,7 @@ public final class TusClient: Sendable {
 
     /// `POST` a new upload, carrying the first `bodyLength` bytes when not 0.
     private func create(
-        _ transfer: TusTransfer, bodyLength: Int64, checksum: Bool, sendsKey: Bool, logger: Logger,
+        _ transfer: TusTransfer, bodyLength: Int64, checksum: String?, sendsKey: Bool, logger: Logger,
         progress: @escaping @Sendable (Int64) -> Void
     ) async -> TusUploadMachine.Response {
         let metadata: [(key: String, value: String)]
@@ -129,9 +131,9 @@ public final class TusClient: Sendable {
         var headers = protocolHeaders(transfer)
         headers.append(("Upload-Length", String(transfer.length)))
         headers.append(("Upload-Metadata", Self.encodeMetadata(metadata)))
-        if checksum {
-            switch await sha1(transfer.source, 0..<bodyLength) {
-            case .success(let digest): headers.append(("Upload-Checksum", "sha1 " + digest))
+        if let checksum {
+            switch await Self.checksum(checksum, transfer.source, 0..<bodyLength) {
+            case .success(let digest): headers.append(("Upload-Checksum", checksum + " " + digest))
             case .failure(let failure): return failure.response
             }
         }
@@ -149,14 +151,14 @@ public final class TusClient: Sendable {
 
     /// `PATCH` a range of the file at its offset.
     private func append(
-        _ transfer: TusTransfer, url: String, range: Range<Int64>, checksum: Bool, logger: Logger,
+        _ transfer: TusTransfer, url: String, range: Range<Int64>, checksum: String?, logger: Logger,
         progress: @escaping @Sendable (Int64) -> Void
     ) async -> TusUploadMachine.Response {
         var headers = protocolHeaders(transfer, url: url)
         headers.append(("Upload-Offset", String(range.lowerBound)))
-        if checksum {
-            switch await sha1(transfer.source, range) {
-            case .success(let digest): headers.append(("Upload-Checksum", "sha1 " + digest))
+        if let checksum {
+            switch await Self.checksum(checksum, transfer.source, range) {
+            case .success(let digest): headers.append(("Upload-Checksum", checksum + " " + digest))
             case .failure(let failure): return failure.response
             }
         }
@@ -172,12 +174,18 @@ public final class TusClient: Sendable {
         var response: TusUploadMachine.Response
     }
 
-    /// The base64 SHA-1 of a range of the file, computed off the concurrency pool.
-    private func sha1(_ source: SourceFile, _ range: Range<Int64>) async -> Result<String, ChecksumFailure> {
+    /// The base64 digest (`sha1`, `sha256` or `sha512`) of a range of the file, computed off the
+    /// concurrency pool.
+    private static func checksum(_ algorithm: String, _ source: SourceFile, _ range: Range<Int64>) async -> Result<String, ChecksumFailure> {
         do {
             return .success(try await NIOThreadPool.singleton.runIfActive {
                 guard source.isUnchanged else { throw SourceReadError.changed }
-                return Data(try source.digest(Insecure.SHA1.self, of: range)).base64EncodedString()
+                let digest: [UInt8] = switch algorithm {
+                case "sha256": Array(try source.digest(SHA256.self, of: range))
+                case "sha512": Array(try source.digest(SHA512.self, of: range))
+                default: Array(try source.digest(Insecure.SHA1.self, of: range))
+                }
+                return Data(digest).base64EncodedString()
             })
         } catch SourceReadError.changed {
             return .failure(ChecksumFailure(response: .sourceChanged(bytesSent: 0)))

@@ -50,6 +50,10 @@ enum JobDetailView {
         } else {
             block.append("response", job.responseStatus.map(String.init))
         }
+        for (name, value) in (detail.response?.headers ?? [:]).sorted(by: { $0.key < $1.key }) {
+            block.append("  " + name, Format.printable(value))
+        }
+        block.append("digest", detail.digest)
         if let progress = detail.progress {
             block.append("progress", UploadLine.render(progress, interactive: Terminal.isInteractive))
         }
@@ -58,6 +62,29 @@ enum JobDetailView {
             output += "response body:\n" + body
         }
         output += "\n" + attempts(detail.attempts, now: now)
+        if let hooks = detail.hooks { output += "\n" + Self.hooks(hooks, now: now) }
+        return output
+    }
+
+    /// What ran after the outcome: one line per hook, then the last lines of a failed one's output.
+    static func hooks(_ hooks: [HookInfo], now: Date) -> String {
+        var table = TextTable([
+            .init("hook"), .init("state"), .init("runs", rightAligned: true), .init("exit", rightAligned: true), .init("next"), .init("error"),
+        ])
+        for hook in hooks {
+            table.append([
+                hook.kind == "result" ? "result file" : "on_\(hook.kind)", hook.state, String(hook.attempts),
+                hook.exitStatus.map(String.init) ?? "", hook.nextAt.map { Format.relative($0, now: now) } ?? "",
+                hook.error.map { Format.shortened($0, to: 60) } ?? "",
+            ])
+        }
+        var output = table.render()
+        for hook in hooks where hook.state != "succeeded" {
+            guard let text = hook.output, !text.isEmpty else { continue }
+            output += "on_\(hook.kind) output (last lines):\n"
+            output += text.split(separator: "\n", omittingEmptySubsequences: false).suffix(10)
+                .map { "    " + Format.printable(String($0)) + "\n" }.joined()
+        }
         return output
     }
 

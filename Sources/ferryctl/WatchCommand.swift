@@ -80,6 +80,7 @@ enum WatchView {
         if let state = event.state, state.rawValue != name { parts.append("→ \(state.rawValue)") }
         if let attempt = event.attempt, event.event == .started || event.event == .retry { parts.append("attempt \(attempt)") }
         if let status = event.status { parts.append("HTTP \(status)") }
+        if let location = event.location { parts.append("Location: \(Format.printable(location))") }
         if let message = event.message, !message.isEmpty { parts.append(Format.shortened(message, to: 200)) }
         return parts.joined(separator: "  ")
     }

@@ -207,14 +207,14 @@ struct AttemptDeciderTests {
         func seconds(_ date: Date) -> Double { date.timeIntervalSince(decisionNow) }
 
         switch (row.fate, decision.record) {
-        case (.delivered, .attempt(.succeeded(let status, let body, let contentType, let keepSource))):
+        case (.delivered, .attempt(.succeeded(let status, let body, let contentType, _, _, let keepSource))):
             #expect(keepSource == (row.answeredEarly && !row.trustsEarly), "an early 2xx keeps the file unless trusted")
             #expect((200..<300).contains(status))
             #expect(body == Array("answer".utf8) && contentType == "text/plain", "the answer is kept")
-        case (.retry(let range, let error), .attempt(.retry(let at, let message, _, _, _))):
+        case (.retry(let range, let error), .attempt(.retry(let at, let message, _, _, _, _))):
             #expect(range.contains(seconds(at)), "due in \(seconds(at)) s")
             #expect(message.hasPrefix(error), "\(message)")
-        case (.failed(true, let error), .attempt(.failed(let message, _, _, _))):
+        case (.failed(true, let error), .attempt(.failed(let message, _, _, _, _))):
             #expect(message.contains(error), "\(message)")
         case (.failed(false, let error), .failure(let message)):
             #expect(message.contains(error), "\(message)")

@@ -8,12 +8,15 @@ byte (the first time only): the client's side is reset, the server sees the requ
 Prints one line {"listening": PORT} when ready. A connection whose first bytes are "STATS\\n" gets
 {"upstream_bytes": N, "cuts": C, "connections": K, "most_in_flight": M} and is closed; a request
 is in flight on a connection from its first byte until the server's first byte back, and M is the
-most in flight at once.
+most in flight at once. With --flip MARKER, the first MARKER the clients send (within one read) has
+its first byte's lowest bit flipped, once: the bytes are changed in transit, as by a bad proxy;
+"flips" in the stats counts it.
 """
 import argparse, json, os, signal, socket, struct, sys, threading, time
 
 lock = threading.Lock()
-stats = {"upstream_bytes": 0, "cuts": 0, "connections": 0, "most_in_flight": 0}
+stats = {"upstream_bytes": 0, "cuts": 0, "connections": 0, "most_in_flight": 0, "flips": 0}
+flip = None  # the marker whose first byte is flipped, once
 in_flight = set()  # connections (their client sockets) whose request awaits the server's answer
 cut_at = None
 rate = None  # upstream bytes per second per connection, when set
@@ -47,6 +50,10 @@ def forward_upstream(data, sink, pair):
             data = data[: max(0, cut_at - before)]
             stats["cuts"] += 1
         stats["upstream_bytes"] += len(data)
+        if flip and stats["flips"] == 0 and flip in data:
+            at = data.index(flip)
+            data = data[:at] + bytes([data[at] ^ 1]) + data[at + 1:]
+            stats["flips"] += 1
         if data and not cutting:
             in_flight.add(pair[0])
             stats["most_in_flight"] = max(stats["most_in_flight"], len(in_flight))
@@ -123,8 +130,10 @@ def main():
     parser.add_argument("--cut-at", type=int)
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--rate", type=int, help="upstream bytes per second per connection")
+    parser.add_argument("--flip", help="flip a bit of the first occurrence of this text, once")
     args = parser.parse_args()
-    global rate
+    global rate, flip
+    flip = args.flip.encode() if args.flip else None
     cut_at = args.cut_at
     rate = args.rate
     host, port = args.target.rsplit(":", 1)

@@ -20,6 +20,9 @@
 /// errno (EOPNOTSUPP where the filesystem cannot; unlike posix_fallocate, never writes zeros).
 int cferry_fallocate(int fd, int64_t len);
 
+/// memfd_create(2) with MFD_CLOEXEC: an anonymous in-memory file (a hook's standard input).
+int cferry_memfd(const char *name);
+
 /// copy_file_range(2): copies `len` bytes from `fd_in` at `*off_in` to `fd_out` at `*off_out`
 /// inside the kernel (reflinks on filesystems that support it).
 ssize_t cferry_copy_file_range(int fd_in, int64_t *off_in, int fd_out, int64_t *off_out, size_t len);

@@ -19,9 +19,14 @@ public struct JobDetail: Sendable, Codable {
     /// s3 multipart uploads: the parts the server has confirmed, and how many the file takes.
     public var partsConfirmed: Int?
     public var partsTotal: Int?
+    /// The RFC 9530 digest of the file as delivered, when the spool sends one (`sha-256=:…:`).
+    public var digest: String?
+    /// What ran after the outcome: the spool's hooks and its result file.
+    public var hooks: [HookInfo]?
 
     enum CodingKeys: String, CodingKey {
         case job, url, location, path, disposition, response, attempts, progress
+        case digest, hooks
         case heldAt = "held_at", partsConfirmed = "parts_confirmed", partsTotal = "parts_total"
     }
 

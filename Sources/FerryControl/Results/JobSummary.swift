@@ -19,19 +19,22 @@ public struct JobSummary: Sendable, Codable, Hashable {
     /// tus: the bytes the server has confirmed it holds; absent for other protocols and before the
     /// upload exists.
     public var confirmedBytes: Int64?
+    /// The final answer's status and kept headers (no body: `show` has it).
+    public var response: ResponseInfo?
 
     enum CodingKeys: String, CodingKey {
         case id, spool, file, size, state, attempts
         case createdAt = "created_at", updatedAt = "updated_at", nextAttemptAt = "next_attempt_at",
              finishedAt = "finished_at", lastError = "last_error", responseStatus = "response_status",
-             confirmedBytes = "confirmed_bytes"
+             confirmedBytes = "confirmed_bytes", response
     }
 
     public init(
         id: String, spool: String, file: String, size: Int64, state: JobStateName, attempts: Int, createdAt: Date,
         updatedAt: Date, nextAttemptAt: Date?, finishedAt: Date?, lastError: String?, responseStatus: Int?,
-        confirmedBytes: Int64? = nil
+        confirmedBytes: Int64? = nil, response: ResponseInfo? = nil
     ) {
+        self.response = response
         self.confirmedBytes = confirmedBytes
         self.id = id
         self.spool = spool

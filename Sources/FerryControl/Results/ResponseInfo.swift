@@ -8,13 +8,19 @@ public struct ResponseInfo: Sendable, Codable, Hashable {
     public var bodyBase64: String?
     /// Present (and `true`) when the body was hidden because the peer is not allowed to see it.
     public var bodyHidden: Bool?
+    /// The headers kept (`Location`, `ETag`, `Content-Type`, `Content-Location`, the spool's
+    /// `result_headers`), by lowercase name; a repeated header's values joined with ", ".
+    public var headers: [String: String]?
 
     enum CodingKeys: String, CodingKey {
-        case status, body
+        case status, body, headers
         case contentType = "content_type", bodyBase64 = "body_base64", bodyHidden = "body_hidden"
     }
 
-    public init(status: Int, contentType: String?, body: String?, bodyBase64: String?, bodyHidden: Bool? = nil) {
+    public init(
+        status: Int, contentType: String?, body: String?, bodyBase64: String?, bodyHidden: Bool? = nil, headers: [String: String]? = nil
+    ) {
+        self.headers = headers
         self.status = status
         self.contentType = contentType
         self.body = body

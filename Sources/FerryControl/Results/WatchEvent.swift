@@ -17,14 +17,17 @@ public struct WatchEvent: Sendable, Codable, Hashable {
     public var attempt: Int?
     public var status: Int?
     public var message: String?
+    /// For a `done` (delivered) event: the server's `Location`, if it gave one.
+    public var location: String?
     /// For `progress`: the uploads in flight.
     public var uploads: [UploadProgress]?
 
     public init(
         type: Kind, id: Int64? = nil, at: Date, job: String? = nil, spool: String? = nil, file: String? = nil,
         state: JobStateName? = nil, event: JobEventName? = nil, attempt: Int? = nil, status: Int? = nil,
-        message: String? = nil, uploads: [UploadProgress]? = nil
+        message: String? = nil, uploads: [UploadProgress]? = nil, location: String? = nil
     ) {
+        self.location = location
         self.type = type
         self.id = id
         self.at = at

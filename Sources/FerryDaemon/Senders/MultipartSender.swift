@@ -20,7 +20,7 @@ struct MultipartSender: Sender {
 
     /// What rendering a small body in memory gave.
     enum Rendered: Sendable {
-        case body([UInt8], contentType: String)
+        case body([UInt8], contentType: String, digests: SentDigests?)
         /// The body cannot be sent: why, as a report (stopped, the file changed, local trouble).
         case unusable(AttemptReport)
     }
@@ -69,7 +69,7 @@ struct MultipartSender: Sender {
             return SendResult(report: .stopped, requested: false)
         }
         let request = UploadRequest(
-            url: endpoint.url, method: configuration.method, headers: endpoint.headers, bodyPath: body.path,
+            url: endpoint.url, method: configuration.method, headers: endpoint.headers + (body.digests?.headers ?? []), bodyPath: body.path,
             contentLength: body.contentLength, contentType: body.contentType, idempotencyKey: job.id.rawValue, growing: growing)
         tracker.sending(total: body.contentLength)
         let sent = await withTaskCancellationHandler {
@@ -78,6 +78,7 @@ struct MultipartSender: Sender {
             building.cancel()
         }
         var result = SendResult(sent, source: source, bodyLength: body.contentLength)
+        result.digests = body.digests
         // The build's outcome decides unless the server has answered 2xx (then it has the body, or
         // accepted what it got) or the attempt was stopped.
         if case .answered(let answer) = result.report, answer.isSuccess {
@@ -113,14 +114,16 @@ struct MultipartSender: Sender {
         switch built {
         case .unusable(let report):
             return SendResult(report: report, requested: false)
-        case .body(let body, let contentType):
+        case .body(let body, let contentType, let digests):
             if Task.isCancelled { return SendResult(report: .stopped, requested: false) }
-            var request = UploadRequest(url: endpoint.url, method: configuration.method, headers: endpoint.headers, bodyPath: nil,
+            var request = UploadRequest(url: endpoint.url, method: configuration.method, headers: endpoint.headers + (digests?.headers ?? []), bodyPath: nil,
                                         contentLength: Int64(body.count), contentType: contentType, idempotencyKey: job.id.rawValue)
             request.bytes = body
             tracker.sending(total: Int64(body.count))
             let sent = await uploader.send(request, logger: logger, progress: { tracker.sent($0) })
-            return SendResult(sent, source: source, bodyLength: Int64(body.count))
+            var result = SendResult(sent, source: source, bodyLength: Int64(body.count))
+            result.digests = digests
+            return result
         }
     }
 
@@ -133,14 +136,26 @@ struct MultipartSender: Sender {
             let form = try BodyBuilder.body(job: job, source: source, spool: spool, isCancelled: isCancelled)
             if let prefetched = source.prefetched {
                 // Checked against the queued version after it was read.
-                return .body(try form.bytes(path: job.displayPath, fileContents: prefetched), contentType: form.contentType)
+                let body = try form.bytes(path: job.displayPath, fileContents: prefetched)
+                return .body(body, contentType: form.contentType, digests: Self.digests(spool, file: prefetched, body: body))
             }
             let body = try form.bytes(path: job.displayPath)
             if let changed = Self.changedSince(job, source) { return .unusable(changed) }
-            return .body(body, contentType: form.contentType)
+            var digests: SentDigests?
+            if spool.digest != nil, case .bytes(let before)? = form.pieces.first {
+                // The file part follows the bytes of the first piece.
+                let file = Array(body[before.count..<(before.count + Int(source.status.size))])
+                digests = Self.digests(spool, file: file, body: body)
+            }
+            return .body(body, contentType: form.contentType, digests: digests)
         } catch {
             return .unusable(Self.report(for: error, source: source))
         }
+    }
+
+    /// The digests of a form in memory, if the spool sends them.
+    private static func digests(_ spool: SpoolConfiguration, file: [UInt8], body: [UInt8]) -> SentDigests? {
+        spool.digest.map { DigestReader.form(file: file, body: body, algorithm: $0) }
     }
 
     /// A copy is only good if the file did not change while it was read: the report if it did.

@@ -43,6 +43,8 @@ struct SendResult: Sendable {
     /// ``recordsUpload`` (a protocol that keeps one; `nil` then forgets an earlier one).
     var upload: ResumableUpload?
     var recordsUpload = false
+    /// The RFC 9530 digests sent with the request (the spool's `digest`), checked against the answer's.
+    var digests: SentDigests?
 }
 
 /// A sender's view of one job's entry in ``ActiveJobs``: where it reports progress.

@@ -27,9 +27,10 @@ struct TusSender: Sender {
     func send(_ job: Job, from source: SourceFile, tracker: UploadTracker, logger: Logger) async throws -> SendResult {
         let key = endpointKey
         let known = job.upload.flatMap { $0.endpointKey == key ? $0 : nil }
-        let transfer = TusTransfer(
+        var transfer = TusTransfer(
             endpoint: endpoint.url, endpointKey: key, headers: endpoint.headers, trustedOrigins: endpoint.trustedOrigins, metadata: metadata(for: job, source: source),
             source: source, chunkSize: configuration.chunkSize, known: known, idempotencyKey: job.id.rawValue)
+        transfer.preferredChecksum = configuration.digest.map { $0 == .sha256 ? "sha256" : "sha512" }
         tracker.sending(total: job.identity.size, confirmed: known?.offset)
         let result = try await client.send(transfer, logger: logger, record: tracker.recordingUploads(in: store), progress: { tracker.sent($0) })
         return SendResult(result, source: source)
