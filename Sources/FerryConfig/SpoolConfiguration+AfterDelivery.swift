@@ -8,9 +8,27 @@ extension SpoolConfiguration {
     /// The keys read here.
     static let afterDeliveryKeys: Set<String> = ["result_headers", "result_directory", "hooks", "hook_max_attempts", "digest"]
 
-    /// Reads the keys of ``afterDeliveryKeys`` into `self`; problems go to the reader's context.
-    mutating func readAfterDelivery(_ reader: TableReader) {
+    /// What ``afterDeliveryKeys`` set.
+    struct AfterDelivery {
+        var resultHeaders = SpoolConfiguration.keptResponseHeaders
+        var resultDirectory: String?
+        var hooks = HookSettings()
+        var digest: DigestAlgorithm?
+    }
+
+    /// Applies what ``readAfterDelivery(_:uploadProtocol:)`` read.
+    mutating func apply(_ settings: AfterDelivery) {
+        resultHeaders = settings.resultHeaders
+        resultDirectory = settings.resultDirectory
+        hooks = settings.hooks
+        digest = settings.digest
+    }
+
+    /// Reads the keys of ``afterDeliveryKeys``; problems go to the reader's context.
+    static func readAfterDelivery(_ reader: TableReader, uploadProtocol: UploadProtocol) -> AfterDelivery {
         let context = reader.context
+        var resultHeaders = keptResponseHeaders
+        var digest: DigestAlgorithm?
         if let value = reader.table["result_headers"] {
             let path = reader.path.appending("result_headers")
             if let array = value.array {
@@ -25,9 +43,9 @@ extension SpoolConfiguration {
                 context.report(path, "expected an array of header names such as [\"X-Request-Id\"]")
             }
         }
-        resultDirectory = reader.path("result_directory")
+        let resultDirectory = reader.path("result_directory")
         let maxAttempts = reader.int("hook_max_attempts", in: 1...1000) ?? HookSettings.defaultMaxAttempts
-        hooks = reader.table("hooks").map {
+        let hooks = reader.table("hooks").map {
             HookSettings(reading: TableReader(table: $0, path: reader.path.appending("hooks"), context: context), maxAttempts: maxAttempts)
         } ?? HookSettings(maxAttempts: maxAttempts)
         if let text = reader.string("digest") {
@@ -44,5 +62,6 @@ extension SpoolConfiguration {
                 context.report(reader.path.appending("digest"), "digest must be \"sha-256\" or \"sha-512\", not \"\(text)\"")
             }
         }
+        return AfterDelivery(resultHeaders: resultHeaders, resultDirectory: resultDirectory, hooks: hooks, digest: digest)
     }
 }

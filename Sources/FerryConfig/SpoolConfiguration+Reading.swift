@@ -79,6 +79,7 @@ extension SpoolConfiguration {
         let noProgressTimeout = reader.duration("no_progress_timeout", minimum: .seconds(1)) ?? .seconds(60)
         let sendHeadersTo = Self.readOrigins(reader, key: "send_headers_to")
         let trustsEarlyAnswers = reader.bool("trust_early_answers") ?? false
+        let afterDelivery = Self.readAfterDelivery(reader, uploadProtocol: uploadProtocol)
 
         guard context.issues.count == issuesBefore, let name, let directory, let url else { return nil }
         var spool = SpoolConfiguration(
@@ -88,8 +89,7 @@ extension SpoolConfiguration {
             retry: retry, caFile: caFile, connectTimeout: connectTimeout, noProgressTimeout: noProgressTimeout,
             sendHeadersTo: sendHeadersTo, trustsEarlyAnswers: trustsEarlyAnswers, s3: keys.s3,
             resumableInterop: keys.resumableInterop)
-        spool.readAfterDelivery(reader)
-        guard context.issues.count == issuesBefore else { return nil }
+        spool.apply(afterDelivery)
         self = spool
     }
 

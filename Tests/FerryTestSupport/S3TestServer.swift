@@ -140,20 +140,23 @@ public final class CutProxy: @unchecked Sendable {
         public var connections: Int
         /// The most requests in flight at once (sent, not yet answered).
         public var mostInFlight: Int
+        /// Bytes changed in transit (`flip`).
+        public var flips: Int
 
         enum CodingKeys: String, CodingKey {
-            case upstreamBytes = "upstream_bytes", cuts, connections
+            case upstreamBytes = "upstream_bytes", cuts, connections, flips
             case mostInFlight = "most_in_flight"
         }
     }
 
-    public init(target: Int, cutAt: Int? = nil, rate: Int? = nil, logPath: String) async throws {
+    /// `flip`: the first occurrence of this text the clients send has a bit flipped, once.
+    public init(target: Int, cutAt: Int? = nil, rate: Int? = nil, flip: String? = nil, logPath: String) async throws {
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../Servers/cut_proxy.py").standardized.path
         let (python, prefix) = S3TestServer.pythonArguments
         child = try ChildProcess(
             executable: python,
             arguments: prefix + [script, "--target", "127.0.0.1:\(target)"] + (cutAt.map { ["--cut-at", String($0)] } ?? [])
-                + (rate.map { ["--rate", String($0)] } ?? []),
+                + (rate.map { ["--rate", String($0)] } ?? []) + (flip.map { ["--flip", $0] } ?? []),
             logPath: logPath)
         let line = try await child.readStdoutLine { $0.hasPrefix("{\"listening\"") }
         guard let port = (try? JSONDecoder().decode([String: Int].self, from: Data(line.utf8)))?["listening"] else {
