@@ -7,10 +7,19 @@
 #include <string.h>
 #include <malloc.h>
 #include <fcntl.h>
+#include <stdlib.h>
 #include "CFerrySystem.h"
 
 int cferry_memfd(const char *name) {
-    return memfd_create(name, MFD_CLOEXEC);
+    int fd = memfd_create(name, MFD_CLOEXEC);
+    if (fd >= 0) return fd;
+    /* A seccomp filter or an old kernel without memfd_create: an unnamed file in /tmp. */
+    fd = open("/tmp", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (fd >= 0) return fd;
+    char path[] = "/tmp/ferry-hook-XXXXXX";
+    fd = mkostemp(path, O_CLOEXEC);
+    if (fd >= 0) unlink(path);
+    return fd;
 }
 
 int cferry_fallocate(int fd, int64_t len) {

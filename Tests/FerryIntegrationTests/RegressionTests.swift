@@ -35,8 +35,9 @@ func rawNames(_ directory: String) -> [[UInt8]] {
 struct RegressionTests {
     @Test("Content that changed after an attempt goes out as a new job with a new Idempotency-Key")
     func changedContentGetsNewKey() async throws {
+        // Retry-After 3 s: the new version is dropped well before the retry, even on a loaded machine.
         let plan: @Sendable (RequestInfo) -> ReceiverAction = { info in
-            info.index == 0 ? .respond(status: 503, headers: [HeaderField(name: "Retry-After", value: "1")]) : .store()
+            info.index == 0 ? .respond(status: 503, headers: [HeaderField(name: "Retry-After", value: "3")]) : .store()
         }
         try await withDaemonHarness(plan: plan) { harness in
             try await harness.start()

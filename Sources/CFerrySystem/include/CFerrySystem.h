@@ -20,7 +20,8 @@
 /// errno (EOPNOTSUPP where the filesystem cannot; unlike posix_fallocate, never writes zeros).
 int cferry_fallocate(int fd, int64_t len);
 
-/// memfd_create(2) with MFD_CLOEXEC: an anonymous in-memory file (a hook's standard input).
+/// memfd_create(2) with MFD_CLOEXEC: an anonymous in-memory file (a hook's standard input); where
+/// that is refused, an unnamed file in /tmp (O_TMPFILE, else one created and unlinked).
 int cferry_memfd(const char *name);
 
 /// copy_file_range(2): copies `len` bytes from `fd_in` at `*off_in` to `fd_out` at `*off_out`
