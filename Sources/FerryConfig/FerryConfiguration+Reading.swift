@@ -55,6 +55,7 @@ extension FerryConfiguration {
             context.report(KeyPath(), "no [[spool]] is configured; add at least one (see etc/ferry/ferry.toml for an example)")
         }
         Self.checkSpoolsAreDistinct(spools, context: context)
+        Self.checkResultDirectories(spools, context: context)
         Self.checkStateDirectory(stateDirectory, spools: spools, context: context)
         self.init(
             path: context.file, stateDirectory: stateDirectory, controlSocket: controlSocket,
@@ -113,6 +114,25 @@ extension FerryConfiguration {
                         context.report(KeyPath().appending("spool").appending(index: index).appending(key),
                                "\(key) \(target) is watched by spool \"\(other.name)\"; its files would be uploaded again")
                     }
+                }
+            }
+        }
+    }
+
+    /// A spool's `result_directory` where a spool (its own or another) would find its files: every
+    /// result file would be uploaded, and get a result file of its own, without end.
+    static func checkResultDirectories(_ spools: [SpoolConfiguration], context: LoadContext) {
+        for (index, spool) in spools.enumerated() {
+            guard let results = spool.resultDirectory else { continue }
+            let resultsPath = LoadContext.resolved(results)
+            for other in spools {
+                let otherPath = LoadContext.resolved(other.directory)
+                let watched = resultsPath == otherPath
+                    || (resultsPath.hasPrefix(otherPath + "/") && other.recursive
+                        && !resultsPath.dropFirst(otherPath.count + 1).split(separator: "/").contains(where: { $0.hasPrefix(".") }))
+                if watched {
+                    context.report(KeyPath().appending("spool").appending(index: index).appending("result_directory"),
+                                   "result_directory \(results) is watched by spool \"\(other.name)\"; its result files would be uploaded too — put it outside the spools (or in a dot-directory)")
                 }
             }
         }

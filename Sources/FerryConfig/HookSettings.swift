@@ -26,22 +26,6 @@ public struct HookSettings: Sendable, Equatable {
         self.workingDirectory = workingDirectory
         self.maxAttempts = maxAttempts
     }
-
-    /// The argv for `event`, if the spool has that hook.
-    public func command(for event: HookEvent) -> [ValueTemplate]? {
-        switch event {
-        case .delivered: onDelivered
-        case .failed: onFailed
-        }
-    }
-}
-
-/// Which outcome a hook follows.
-public enum HookEvent: String, Sendable, Hashable, CaseIterable {
-    /// The server accepted the file (`on_delivered`).
-    case delivered
-    /// Ferry gave up on the file, or an operator cancelled it (`on_failed`).
-    case failed
 }
 
 extension HookSettings {

@@ -90,7 +90,7 @@ extension ControlService {
             while !gone.isSet && !Task.isCancelled {
                 let events = try await store.events(after: cursor, limit: 500)
                 for event in events {
-                    try await session.writer.send(ControlReply(id: id, event: ControlJSON.value(event.watchEvent)))
+                    try await session.writer.send(ControlReply(id: id, event: ControlJSON.value(event.watchEvent(showingAnswers: session.peer.access == .control))))
                     cursor = event.id
                 }
                 if events.count == 500 { continue }
@@ -134,11 +134,13 @@ extension ControlService {
 
 extension JobEvent {
     /// The event as `watch` sends it.
-    var watchEvent: WatchEvent {
+    /// `showingAnswers`: the answer's `location` is included (for peers that may act; others see no
+    /// part of a server's answer but its status).
+    func watchEvent(showingAnswers: Bool = true) -> WatchEvent {
         WatchEvent(
             type: .job, id: id, at: at, job: jobID.rawValue, spool: spool, file: displayPath,
             state: JobStateName(rawValue: state.rawValue), event: JobEventName(rawValue: kind.rawValue), attempt: attempt, status: httpStatus, message: message,
-            location: location)
+            location: showingAnswers ? location : nil)
     }
 }
 

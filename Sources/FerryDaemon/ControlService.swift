@@ -110,7 +110,7 @@ final class ControlService: Sendable {
     private func run(_ command: ControlCommand, arguments: JSONValue, id: JSONValue?, session: ControlSession) async throws -> JSONValue? {
         switch command {
         case .status: return try ControlJSON.value(await status())
-        case .list: return try ControlJSON.value(await list(arguments.decode(ListArguments.self)))
+        case .list: return try ControlJSON.value(await list(arguments.decode(ListArguments.self), peer: session.peer))
         case .show: return try ControlJSON.value(await show(arguments.decode(ShowArguments.self), peer: session.peer))
         case .health: return try ControlJSON.value(await health())
         case .metrics: return try ControlJSON.value(await metrics())
@@ -163,13 +163,19 @@ final class ControlService: Sendable {
         Dictionary(uniqueKeysWithValues: JobState.allCases.map { ($0.rawValue, counts[$0] ?? 0) })
     }
 
-    func list(_ arguments: ListArguments) async throws -> JobList {
+    func list(_ arguments: ListArguments, peer: ControlPeer) async throws -> JobList {
         let limit = arguments.limit ?? 50
         guard (1...1000).contains(limit) else { throw ControlError(.invalidArgument, "limit must be between 1 and 1000") }
         if let spool = arguments.spool { try await checkSpoolKnown(spool) }
         let states = arguments.states?.compactMap { JobState(rawValue: $0.rawValue) }
         let (jobs, more) = try await store.jobs(states: states, spool: arguments.spool, since: arguments.since, limit: limit)
-        return JobList(jobs: jobs.map(\.summary), more: more)
+        // A peer that may only read sees an answer's status, not its headers (as not its body).
+        let showsAnswers = peer.access == .control
+        return JobList(jobs: jobs.map { job in
+            var summary = job.summary
+            if !showsAnswers { summary.response?.headers = nil }
+            return summary
+        }, more: more)
     }
 
     func show(_ arguments: ShowArguments, peer: ControlPeer) async throws -> JobDetail {
@@ -183,6 +189,7 @@ final class ControlService: Sendable {
                 headers: job.responseHeaders.isEmpty ? nil : ResultDocument.joined(job.responseHeaders))
             if peer.access != .control {
                 info.bodyHidden = job.responseBody != nil ? true : nil
+                info.headers = nil
             } else if let body = job.responseBody {
                 if let text = String(validating: body, as: UTF8.self) { info.body = text } else { info.bodyBase64 = Data(body).base64EncodedString() }
             }

@@ -28,7 +28,7 @@ struct DaemonParts: Sendable {
         let intake = Intake(store: store, logger: logger, problems: problems)
         let activity = ActiveJobs()
         let metrics = DaemonMetrics()
-        let hooks = HookRunner(store: store, runtime: runtime, logger: logger)
+        let hooks = HookRunner(store: store, runtime: runtime, io: io, logger: logger)
         let disposer = Disposer(store: store, logger: logger, disposed: { hooks.wake() })
         let followUps = JobFollowUps(disposer: disposer, bodies: senders.bodies, problems: problems, requeue: { name, path in
             guard let spool = runtime.spool(named: name), let status = spool.files.status(path), status.kind == .regular else { return }

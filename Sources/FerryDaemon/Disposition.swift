@@ -20,7 +20,8 @@ import Glibc
 struct Disposer: Sendable {
     let store: JobStore
     let logger: Logger
-    /// Called once a disposition is recorded: what follows it (``HookRunner``) may run.
+    /// Called once a disposition is recorded for a spool with hooks or result files: what follows
+    /// it (``HookRunner``) may run.
     var disposed: @Sendable () -> Void = {}
 
     /// What happened to the file.
@@ -64,7 +65,7 @@ struct Disposer: Sendable {
             log.error("cannot record the file's disposition; will try again", metadata: ["error": "\(error)"])
             return nil
         }
-        disposed()
+        if spool.hooks.onDelivered != nil || spool.hooks.onFailed != nil || spool.resultDirectory != nil { disposed() }
         switch result.disposition {
         case .moved where job.state == .failed:
             log.warning("moved to the failed directory", metadata: ["path": "\(result.shownPath)", "reason": "\(job.lastError ?? "")"])

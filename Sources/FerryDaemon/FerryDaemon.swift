@@ -173,7 +173,8 @@ public final class FerryDaemon: Service, Sendable {
             name: spool.name, directory: spool.directory, recursive: spool.recursive, settle: spool.settle,
             rescanInterval: configuration.rescanInterval,
             excludedDirectories: [spool.sentDirectory, spool.failedDirectory, configuration.stateDirectory]
-                + configuration.spools.flatMap { [$0.sentDirectory, $0.failedDirectory] }), logger: logger)
+                + configuration.spools.flatMap { [$0.sentDirectory, $0.failedDirectory] }
+                + configuration.spools.compactMap(\.resultDirectory)), logger: logger)
     }
 
     /// Re-reads the configuration file and applies what can change while running: spools (added,

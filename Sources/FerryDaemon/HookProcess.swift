@@ -29,9 +29,9 @@ struct HookProcess: Sendable {
         var outputBytes: Int
     }
 
-    /// Environment variables a hook inherits from ferryd (no others: ferryd's environment may hold
-    /// the secrets its configuration reads with `${env:…}`).
-    static let inherited = ["PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "HOME"]
+    /// Environment variables a hook inherits from ferryd, with every `LC_*` (no others: ferryd's
+    /// environment may hold the secrets its configuration reads with `${env:…}`).
+    static let inherited: Set<String> = ["PATH", "LANG", "TZ", "HOME"]
 
     func run() async -> Result {
         let watch = RunWatch()
@@ -43,9 +43,13 @@ struct HookProcess: Sendable {
         }
         var options = PlatformOptions()
         options.processGroupID = 0
+        // Cancelled (ferryd stopping): the whole group goes, not only the hook's first process.
+        options.teardownSequence = [.send(signal: .kill, toProcessGroup: true, allowedDurationToNextStep: .zero)]
         var variables: [Environment.Key: String] = [:]
         let current = ProcessInfo.processInfo.environment
-        for name in Self.inherited { if let value = current[name] { variables[Environment.Key(stringLiteral: name)] = value } }
+        for (name, value) in current where Self.inherited.contains(name) || name.hasPrefix("LC_") {
+            variables[Environment.Key(stringLiteral: name)] = value
+        }
         if variables["PATH"] == nil { variables["PATH"] = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" }
         for (name, value) in environment { variables[Environment.Key(stringLiteral: name)] = value }
         let configuration = Configuration(
@@ -69,7 +73,7 @@ struct HookProcess: Sendable {
                     case .signaled(let signal): return .signalled(signal)
                     }
                 } catch {
-                    try? stdin.close()
+                    // The descriptor is Subprocess's once handed over: it closes it, spawned or not.
                     return Task.isCancelled ? nil : .failed("cannot run \(argv[0]): \(Self.describe(error))")
                 }
             }
@@ -118,26 +122,4 @@ struct HookProcess: Sendable {
 private final class RunWatch: Sendable {
     let processGroup = Mutex<pid_t?>(nil)
     let tail = Mutex(OutputTail(limit: HookProcess.outputTailLimit))
-}
-
-/// The last bytes of a hook's output, and how many it wrote in all.
-struct OutputTail: Sendable {
-    let limit: Int
-    private(set) var bytes: [UInt8] = []
-    private(set) var total = 0
-
-    init(limit: Int) { self.limit = limit }
-
-    mutating func append(_ chunk: UnsafeRawBufferPointer) {
-        total += chunk.count
-        bytes.append(contentsOf: chunk.suffix(limit))
-        if bytes.count > limit { bytes.removeFirst(bytes.count - limit) }
-    }
-
-    /// The tail as text, starting at a line boundary when it was cut, invalid UTF-8 replaced.
-    var text: String {
-        var kept = bytes[...]
-        if total > bytes.count, let newline = kept.firstIndex(of: 0x0A) { kept = kept[(newline + 1)...] }
-        return String(decoding: kept, as: UTF8.self)
-    }
 }

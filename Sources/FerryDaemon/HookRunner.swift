@@ -15,15 +15,20 @@ import Synchronization
 final class HookRunner: Sendable {
     let store: JobStore
     let runtime: DaemonRuntime
+    /// Writes result files off the concurrency pool.
+    let io: BlockingIO
     let logger: Logger
     private let doorbell = Doorbell()
     private let running = Mutex<Set<HookKey>>([])
     /// When nothing rings, the queue is looked at this often (a disposition finished by a chore).
     static let idleCheck = Duration.seconds(60)
+    /// A run whose spool left the configuration waits this long (uncounted) for it to return.
+    static let missingSpoolWait: TimeInterval = 300
 
-    init(store: JobStore, runtime: DaemonRuntime, logger: Logger) {
+    init(store: JobStore, runtime: DaemonRuntime, io: BlockingIO, logger: Logger) {
         self.store = store
         self.runtime = runtime
+        self.io = io
         self.logger = logger
     }
 
@@ -68,7 +73,15 @@ final class HookRunner: Sendable {
         log[metadataKey: "job"] = "\(item.job.id)"
         log[metadataKey: "spool"] = "\(item.job.spool)"
         log[metadataKey: "hook"] = "\(item.run.kind.rawValue)"
-        guard let spool = runtime.configuration.spool(named: item.job.spool) else { return }
+        guard let spool = runtime.configuration.spool(named: item.job.spool) else {
+            // Not counted: the spool may come back with a reload.
+            var later = item.run
+            later.nextAt = Date().addingTimeInterval(Self.missingSpoolWait)
+            later.updatedAt = Date()
+            log.warning("the job's spool is no longer configured; its hook waits until the spool returns")
+            await record(later, replacing: item.run, log: log)
+            return
+        }
         let started = ContinuousClock.now
         let (ending, output) = await perform(item, spool: spool, log: log)
         if Task.isCancelled { return }
@@ -76,12 +89,7 @@ final class HookRunner: Sendable {
         let next = HookRunDecider.next(
             item.run, ended: ending, output: output.map(Self.bounded), policy: spool.retry, maxAttempts: spool.hooks.maxAttempts,
             now: Date(), random: &random)
-        do {
-            try await store.recordHookRun(next)
-        } catch {
-            log.error("cannot record a hook's run in the queue; it will run again", metadata: ["error": "\(error)"])
-            return
-        }
+        guard await record(next, replacing: item.run, log: log) else { return }
         var metadata: Logger.Metadata = ["attempt": "\(next.attempts)", "duration_ms": "\(Int((ContinuousClock.now - started) / .milliseconds(1)))"]
         if let exit = ending.exitStatus { metadata["exit"] = "\(exit)" }
         if let output, !output.isEmpty, !ending.succeeded { metadata["output"] = "\(Self.bounded(output).suffix(1024))" }
@@ -100,6 +108,25 @@ final class HookRunner: Sendable {
         }
     }
 
+    /// Records a run's end, retrying while the queue cannot be written (the run stays taken, so it is
+    /// not started again meanwhile); returns whether it was recorded as this run's.
+    @discardableResult
+    private func record(_ next: HookRun, replacing previous: HookRun, log: Logger) async -> Bool {
+        var delay = Duration.milliseconds(500)
+        while !Task.isCancelled {
+            do {
+                let recorded = try await store.recordHookRun(next, replacing: previous)
+                if !recorded { log.debug("the hook was queued anew meanwhile (the job has a newer outcome); this run's end is not recorded") }
+                return recorded
+            } catch {
+                log.error("cannot record a hook's run in the queue; retrying", metadata: ["error": "\(error)", "retry_in_ms": "\(delay / .milliseconds(1))"])
+                try? await Task.sleep(for: delay)
+                delay = min(delay * 2, .seconds(30))
+            }
+        }
+        return false
+    }
+
     /// Does the work of one run: how it ended and the tail of its output.
     private func perform(_ item: JobStore.DueHook, spool: SpoolConfiguration, log: Logger) async -> (HookEnding, String?) {
         let job = item.job
@@ -114,7 +141,7 @@ final class HookRunner: Sendable {
         if item.run.kind == .result {
             guard let directory = spool.resultDirectory else { return (.failed("the spool no longer has a result_directory"), nil) }
             do {
-                _ = try ResultFiles.write(document, for: job, into: directory)
+                _ = try await io.run { _ in try ResultFiles.write(document, for: job, into: directory) }
                 return (.written, nil)
             } catch {
                 return (.failed("\(error)"), nil)

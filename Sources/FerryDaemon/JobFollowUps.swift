@@ -13,6 +13,10 @@ struct JobFollowUps: Sendable {
     /// Re-queues a path whose file changed after its upload.
     let requeue: @Sendable (String, [UInt8]) async -> Void
 
+    /// Runs were queued with an outcome (a hook, a result file): the runner may look now, which
+    /// matters when no disposition of the Disposer's rang for them (an early 2xx keeps its file).
+    func hooksQueued() { disposer.disposed() }
+
     /// Runs `followUps` in order. `job` is the job as it was sent (with its resumable upload),
     /// `recorded` as the queue now has it. With `deferringRecords` (the pipeline), the record of the
     /// file's disposition commits with the queue's next durable write instead of waiting for its own.

@@ -125,6 +125,7 @@ final class JobPipeline: Sendable {
         if delivered { FaultPoint.deliveredBeforeDisposal.reached() }
         // 5. Follow-ups.
         await followUps.run(decision.followUps, job: job, recorded: recorded, spool: spool, log: log, deferringRecords: true)
+        if !decision.hooks.isEmpty { followUps.hooksQueued() }
     }
 
     /// What opening a job's source gave.

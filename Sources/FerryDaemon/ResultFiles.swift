@@ -1,4 +1,5 @@
 import FerryQueue
+import Foundation
 import FerrySystem
 
 #if canImport(Glibc)
@@ -19,9 +20,9 @@ enum ResultFiles {
         let destination = try root.openOrCreateSubdirectory(job.subdirectories, mode: 0o755)
         let name = job.relativePath.split(separator: UInt8(ascii: "/")).last.map(Array.init) ?? job.relativePath
         let token = Array(job.id.rawValue.utf8)
-        for candidate in [name + suffix, name + [UInt8(ascii: ".")] + token + suffix] {
+        for candidate in candidates(name: name, token: token) {
             if destination.status(of: candidate) != nil {
-                if let existing = destination.readPrefix(candidate, limit: 4096), contains(existing, token) {
+                if let existing = destination.readPrefix(candidate, limit: 1 << 20), jobID(in: existing) == job.id.rawValue {
                     return destination.childPath(candidate)
                 }
                 continue
@@ -36,8 +37,21 @@ enum ResultFiles {
         throw SystemError(operation: "write the result file", path: destination.childPath(name + suffix), code: EEXIST)
     }
 
-    private static func contains(_ haystack: [UInt8], _ needle: [UInt8]) -> Bool {
-        guard needle.count <= haystack.count else { return false }
-        return (0...(haystack.count - needle.count)).contains { haystack[$0..<($0 + needle.count)].elementsEqual(needle) }
+    /// `<name>.result.json`, then `<name>.<job id>.result.json`; a name too long for either (the
+    /// limit is 255 bytes) is cut at a character boundary and always carries the job id.
+    static func candidates(name: [UInt8], token: [UInt8]) -> [[UInt8]] {
+        let plain = name + suffix
+        let withID = name + [UInt8(ascii: ".")] + token + suffix
+        if withID.count <= 255 { return [plain, withID] }
+        var kept = name.prefix(255 - token.count - 1 - suffix.count)
+        while let last = kept.last, last & 0xC0 == 0x80 { kept.removeLast() }  // a continuation byte
+        if let last = kept.last, last >= 0xC0 { kept.removeLast() }  // a lead byte without its continuation
+        let short = Array(kept) + [UInt8(ascii: ".")] + token + suffix
+        return plain.count <= 255 ? [plain, short] : [short]
+    }
+
+    /// The `job` of a result document, if it is one.
+    private static func jobID(in bytes: [UInt8]) -> String? {
+        (try? JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any])?["job"] as? String
     }
 }

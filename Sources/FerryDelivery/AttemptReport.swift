@@ -39,7 +39,7 @@ public struct ServerAnswer: Sendable, Equatable {
     /// The protocol's own reading of the answer, which overrides the status's (S3 answers
     /// `RequestTimeout` with a 400 and means "retry", and an `<Error>` in a 200 is no success).
     public var verdict: AttemptVerdict?
-    /// The answer's headers (at most ``ResponseHeader/countLimit``); the spool keeps some of them.
+    /// The answer's headers; the spool keeps some of them (at most ``ResponseHeader/countLimit``).
     public var headers: [ResponseHeader]
 
     public init(
@@ -64,7 +64,7 @@ public struct ServerAnswer: Sendable, Equatable {
         self.init(
             status: status, body: body, contentType: HTTPHeaders.value("Content-Type", in: headers),
             retryAfter: HTTPHeaders.value("Retry-After", in: headers), during: during, hint: hint, verdict: verdict,
-            headers: headers.prefix(ResponseHeader.countLimit).map { ResponseHeader(name: $0.name, value: $0.value) })
+            headers: headers.map { ResponseHeader(name: $0.name, value: $0.value) })
     }
 
     /// The headers named in `names` (lowercased), in the answer's order: what a job keeps.

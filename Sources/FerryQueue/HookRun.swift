@@ -26,8 +26,11 @@ public struct HookRun: Sendable, Hashable {
         case gaveUp = "gave_up"
     }
 
+    /// The job's row (`job.seq`).
     public var jobSequence: Int64
+    /// What runs.
     public var kind: Kind
+    /// Where it stands.
     public var state: State
     /// Runs that ended (a run cut short by a crash is not counted: it runs again).
     public var attempts: Int
@@ -39,6 +42,7 @@ public struct HookRun: Sendable, Hashable {
     public var lastError: String?
     /// The last lines of the last run's output (standard output and error), bounded.
     public var lastOutput: String?
+    /// When the row last changed (queued, or a run recorded).
     public var updatedAt: Date
 
     public init(

@@ -226,6 +226,8 @@ extension JobStore {
             guard var current = try Job.fetchOne(db, key: job.sequence), current.state == .held else {
                 throw ReopenError.notFailed(job.state)
             }
+            // What was still to follow the failure is moot: the job has another outcome to come.
+            try db.execute(sql: "DELETE FROM hook_run WHERE job_seq = ? AND state != 'succeeded'", arguments: [current.sequence])
             current.state = .queued
             if current.identity != identity {
                 // A different file now: a resumable upload of the old bytes must not be continued.

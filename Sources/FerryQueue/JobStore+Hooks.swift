@@ -5,7 +5,9 @@ import GRDB
 extension JobStore {
     /// A hook run that is due, with its job.
     public struct DueHook: Sendable {
+        /// The run, as it stands.
         public var run: HookRun
+        /// Its job, final and disposed of.
         public var job: Job
     }
 
@@ -16,6 +18,7 @@ extension JobStore {
             let rows = try Row.fetchAll(db, sql: """
                 SELECT hook_run.* FROM hook_run JOIN job ON job.seq = hook_run.job_seq
                 WHERE hook_run.state = 'pending' AND hook_run.next_at <= ? AND job.disposed_at IS NOT NULL
+                    AND job.state IN ('done', 'failed', 'cancelled')
                 ORDER BY hook_run.next_at LIMIT ?
                 """, arguments: [now.timeIntervalSince1970, limit + running.count])
             var due: [DueHook] = []
@@ -35,7 +38,8 @@ extension JobStore {
         try await read { db in
             let rows = try Row.fetchAll(db, sql: """
                 SELECT hook_run.job_seq, hook_run.kind, hook_run.next_at FROM hook_run JOIN job ON job.seq = hook_run.job_seq
-                WHERE hook_run.state = 'pending' AND job.disposed_at IS NOT NULL ORDER BY hook_run.next_at LIMIT ?
+                WHERE hook_run.state = 'pending' AND job.disposed_at IS NOT NULL AND job.state IN ('done', 'failed', 'cancelled')
+                ORDER BY hook_run.next_at LIMIT ?
                 """, arguments: [running.count + 1])
             return rows.first { row in
                 !running.contains(HookKey(jobSequence: row["job_seq"], kind: row["kind"]))
@@ -43,14 +47,19 @@ extension JobStore {
         }
     }
 
-    /// Records how a run ended (its new state, attempts, due time and last result), durably.
-    public func recordHookRun(_ run: HookRun) async throws {
+    /// Records how a run ended (its new state, attempts, due time and last result), durably, if the
+    /// row is still the `previous` one; returns whether it was. A row queued anew meanwhile (the job
+    /// failed again after an operator's retry) is left as it is: that outcome's run is still to come.
+    @discardableResult
+    public func recordHookRun(_ run: HookRun, replacing previous: HookRun) async throws -> Bool {
         try await write { db in
             try db.execute(sql: """
                 UPDATE hook_run SET state = ?, attempts = ?, next_at = ?, last_exit = ?, last_error = ?, last_output = ?,
-                    updated_at = ? WHERE job_seq = ? AND kind = ?
+                    updated_at = ? WHERE job_seq = ? AND kind = ? AND state = 'pending' AND updated_at = ?
                 """, arguments: [run.state, run.attempts, run.nextAt.timeIntervalSince1970, run.lastExit, run.lastError,
-                                 run.lastOutput, run.updatedAt.timeIntervalSince1970, run.jobSequence, run.kind])
+                                 run.lastOutput, run.updatedAt.timeIntervalSince1970, run.jobSequence, run.kind,
+                                 previous.updatedAt.timeIntervalSince1970])
+            return db.changesCount > 0
         }
     }
 
@@ -74,16 +83,5 @@ extension JobStore {
             }
             return try HookRun.Kind.fetchAll(db, sql: sql + " RETURNING kind", arguments: arguments)
         }
-    }
-}
-
-/// Identifies one hook run: a job and a kind.
-public struct HookKey: Sendable, Hashable {
-    public var jobSequence: Int64
-    public var kind: HookRun.Kind
-
-    public init(jobSequence: Int64, kind: HookRun.Kind) {
-        self.jobSequence = jobSequence
-        self.kind = kind
     }
 }

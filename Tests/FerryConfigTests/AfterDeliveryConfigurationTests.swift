@@ -92,6 +92,20 @@ struct AfterDeliveryConfigurationTests {
         #expect(resumable.count == 1 && resumable[0].contains("not supported with protocol \"resumable\""), "\(resumable)")
     }
 
+    @Test("a result_directory a spool watches is refused: its files would be uploaded without end")
+    func resultDirectoryWatched() {
+        let own = issues(Self.spool + "\nresult_directory = \"/srv/spool\"").map(\.description)
+        #expect(own.count == 1 && own[0].contains("spool[0].result_directory: result_directory /srv/spool is watched by spool \"scans\""), "\(own)")
+        let recursive = issues(Self.spool + "\nrecursive = true\nresult_directory = \"/srv/spool/results\"").map(\.description)
+        #expect(recursive.count == 1 && recursive[0].contains("is watched by spool"), "\(recursive)")
+        #expect(throws: Never.self, "a dot-directory is never entered") {
+            try loader().parse(Self.spool + "\nrecursive = true\nresult_directory = \"/srv/spool/.results\"", path: "/etc/ferry/ferry.toml")
+        }
+        #expect(throws: Never.self, "a subdirectory of a spool that is not recursive is not watched") {
+            try loader().parse(Self.spool + "\nresult_directory = \"/srv/spool/results\"", path: "/etc/ferry/ferry.toml")
+        }
+    }
+
     @Test("max_concurrent_hooks is bounded")
     func concurrentHooks() {
         let found = issues("max_concurrent_hooks = 0\n" + Self.spool).map(\.description)

@@ -229,6 +229,8 @@ struct FerryctlTests {
                     let id = try #require(listed.first?["id"] as? String)
                     let shown = try await harness.ctl("show", id, "--json", asUser: "nobody", executable: ferryctl).json()
                     #expect((shown["response"] as? [String: Any])?["body_hidden"] as? Bool == true)
+                    #expect((shown["response"] as? [String: Any])?["headers"] == nil, "nor the answer's headers")
+                    #expect((listed.first?["response"] as? [String: Any])?["headers"] == nil)
                     #expect(hold.status == 77 && hold.stderr.contains("permission denied"), "\(hold)")
                 } else {
                     #expect(status.status == 77, "\(status)")

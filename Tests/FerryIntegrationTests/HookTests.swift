@@ -145,6 +145,35 @@ struct HookTests {
         }
     }
 
+    @Test("ferryd stopping (SIGTERM) takes a running hook's whole process group with it; the run is not counted")
+    func shutdownKillsHookGroup() async throws {
+        let tools = try TemporaryDirectory()
+        let pids = tools.url("pids")
+        let hook = try Self.script(tools, "hang.sh", """
+            sleep 600 &
+            echo $! >> \(pids)
+            wait
+            """)
+        try await withDaemonHarness { harness in
+            try """
+            [spool.hooks]
+            on_delivered = ["\(hook)"]
+            timeout = "10m"
+            """.insertIntoSpool(harness.configPath)
+            try await harness.start()
+            try harness.drop("a.txt", Array("x".utf8))
+            try await waitUntil("the hook to start") { fileExists(pids) }
+            let child = try #require(Int32(try String(contentsOfFile: pids, encoding: .utf8).split(separator: "\n").first ?? ""))
+            #expect(try await harness.daemon?.stop() == 0)
+            try await waitUntil("the hook's child to be killed with ferryd's shutdown") { kill(child, 0) != 0 }
+            let store = try harness.queue()
+            defer { try? store.close() }
+            let job = try #require(try await store.jobs(limit: 1).first)
+            let run = try #require(try await store.hookRuns(of: job).first)
+            #expect(run.state == .pending && run.attempts == 0, "it runs again at the next start")
+        }
+    }
+
     @Test("a hook that prints 10 MB is drained, keeps only its last lines, and leaves the log bounded")
     func floodingHook() async throws {
         let tools = try TemporaryDirectory()
