@@ -6,6 +6,7 @@
 #   make bench              ferryd against curl and Python requests (release build; see docs/PERFORMANCE.md)
 #   make bench-smoke        the same at tiny sizes on the debug build, one run, no thresholds (seconds; CI runs it)
 #   make bench-s3           ferryd's s3 protocol against `aws s3 cp` on a local S3 server (bench/s3.py)
+#   make bench-after        what hooks, result files and digests cost (bench/after_delivery.py)
 .PHONY: demo test torture build release install uninstall check-units deps test-deps clean
 
 demo: deps
@@ -42,6 +43,15 @@ bench-s3: bench-deps test-deps
 bench-s3-smoke: bench-deps test-deps
 	swift build --product ferryd
 	python3 bench/s3.py --smoke --bin .build/debug $(S3BENCH)
+
+# AFTERBENCH passes options to bench/after_delivery.py, e.g. AFTERBENCH="--runs 5".
+.PHONY: bench-after bench-after-smoke
+bench-after: bench-deps
+	python3 bench/after_delivery.py $(AFTERBENCH)
+
+bench-after-smoke: bench-deps
+	swift build
+	python3 bench/after_delivery.py --smoke --bin .build/debug $(AFTERBENCH)
 
 build: deps
 	swift build

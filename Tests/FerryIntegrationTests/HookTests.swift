@@ -28,6 +28,15 @@ struct HookTests {
         try await hooks(harness, id).first { $0["kind"] as? String == kind }
     }
 
+    /// Makes `hook` the spool's `on_delivered` (with `settings`, more lines of `[spool.hooks]`),
+    /// starts ferryd, drops one file and waits until the hook has written `marker`.
+    static func startHook(_ harness: DaemonHarness, _ hook: String, _ settings: [String], waitingFor marker: String) async throws {
+        try (["[spool.hooks]", "on_delivered = [\"\(hook)\"]"] + settings).joined(separator: "\n").insertIntoSpool(harness.configPath)
+        try await harness.start()
+        try harness.drop("a.txt", Array("x".utf8))
+        try await waitUntil("the hook to start") { fileExists(marker) }
+    }
+
     @Test("on_delivered gets the job's JSON on stdin, its id in argv and FERRY_* in a clean environment, in its working directory")
     func deliveredHookInputs() async throws {
         let tools = try TemporaryDirectory()
@@ -155,14 +164,7 @@ struct HookTests {
             wait
             """)
         try await withDaemonHarness { harness in
-            try """
-            [spool.hooks]
-            on_delivered = ["\(hook)"]
-            timeout = "10m"
-            """.insertIntoSpool(harness.configPath)
-            try await harness.start()
-            try harness.drop("a.txt", Array("x".utf8))
-            try await waitUntil("the hook to start") { fileExists(pids) }
+            try await Self.startHook(harness, hook, ["timeout = \"10m\""], waitingFor: pids)
             let child = try #require(Int32(try String(contentsOfFile: pids, encoding: .utf8).split(separator: "\n").first ?? ""))
             #expect(try await harness.daemon?.stop() == 0)
             try await waitUntil("the hook's child to be killed with ferryd's shutdown") { kill(child, 0) != 0 }
@@ -216,14 +218,7 @@ struct HookTests {
             i=0; while [ ! -e \(release) ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done
             """)
         try await withDaemonHarness { harness in
-            try """
-            [spool.hooks]
-            on_delivered = ["\(hook)"]
-            timeout = "60s"
-            """.insertIntoSpool(harness.configPath)
-            try await harness.start()
-            try harness.drop("a.txt", Array("x".utf8))
-            try await waitUntil("the hook to start") { fileExists(starts) }
+            try await Self.startHook(harness, hook, ["timeout = \"60s\""], waitingFor: starts)
             try await harness.kill9()
             try await harness.start()
             try await waitUntil("the hook to start again") {
