@@ -12,7 +12,7 @@ extension FerryConfiguration {
     static let keys: Set<String> = [
         "state_directory", "control_socket", "max_concurrent_uploads", "log_level", "shutdown_timeout",
         "rescan_interval", "spool", "control_group", "control_read_only_for_others", "control_idle_timeout",
-        "metrics_listen", "max_concurrent_hooks",
+        "metrics_listen", "max_concurrent_hooks", "bandwidth_limit", "bandwidth_schedule",
     ]
 
     /// Reads the top-level table and every spool; problems are reported to the reader's context
@@ -62,6 +62,8 @@ extension FerryConfiguration {
             maxConcurrentUploads: maxConcurrent, logLevel: logLevel, shutdownTimeout: shutdownTimeout,
             rescanInterval: rescanInterval, spools: spools, control: control, metricsListen: metricsListen)
         maxConcurrentHooks = reader.int("max_concurrent_hooks", in: 1...64) ?? Self.defaultMaxConcurrentHooks
+        bandwidthLimit = reader.bandwidth("bandwidth_limit") ?? .off
+        bandwidthSchedule = reader.bandwidthSchedule("bandwidth_schedule")
     }
 
     /// `control_socket`, as ferryd and ``ConfigurationLoader/controlSocket(inFile:)`` both read it.

@@ -24,6 +24,10 @@ public struct FerryConfiguration: Sendable {
     public var metricsListen: ListenAddress?
     /// How many hooks may run at once, across all spools (`max_concurrent_hooks`).
     public var maxConcurrentHooks = FerryConfiguration.defaultMaxConcurrentHooks
+    /// The bandwidth all uploads share (`bandwidth_limit`); each spool's own limit is within it.
+    public var bandwidthLimit = BandwidthLimit.off
+    /// When the shared limit changes (`bandwidth_schedule`); replaces `bandwidth_limit`.
+    public var bandwidthSchedule: BandwidthSchedule?
     /// Hooks running at once when `max_concurrent_hooks` is not set.
     public static let defaultMaxConcurrentHooks = 2
 

@@ -11,7 +11,7 @@ extension SpoolConfiguration {
     static let commonKeys: Set<String> = [
         "name", "directory", "recursive", "url", "protocol", "file_content_type", "settle", "after_upload",
         "sent_directory", "failed_directory", "fields", "headers", "retry", "ca_file", "connect_timeout",
-        "no_progress_timeout", "send_headers_to", "trust_early_answers",
+        "no_progress_timeout", "send_headers_to", "trust_early_answers", "bandwidth_limit", "bandwidth_schedule",
     ]
 
     /// Every key of a spool table: the common ones and each protocol's own.
@@ -80,6 +80,8 @@ extension SpoolConfiguration {
         let sendHeadersTo = Self.readOrigins(reader, key: "send_headers_to")
         let trustsEarlyAnswers = reader.bool("trust_early_answers") ?? false
         let afterDelivery = Self.readAfterDelivery(reader, uploadProtocol: uploadProtocol)
+        let bandwidthLimit = reader.bandwidth("bandwidth_limit") ?? .off
+        let bandwidthSchedule = reader.bandwidthSchedule("bandwidth_schedule")
 
         guard context.issues.count == issuesBefore, let name, let directory, let url else { return nil }
         var spool = SpoolConfiguration(
@@ -90,6 +92,8 @@ extension SpoolConfiguration {
             sendHeadersTo: sendHeadersTo, trustsEarlyAnswers: trustsEarlyAnswers, s3: keys.s3,
             resumableInterop: keys.resumableInterop)
         spool.apply(afterDelivery)
+        spool.bandwidthLimit = bandwidthLimit
+        spool.bandwidthSchedule = bandwidthSchedule
         self = spool
     }
 

@@ -58,6 +58,10 @@ public struct SpoolConfiguration: Sendable, Equatable {
     public var hooks = HookSettings()
     /// The RFC 9530 digest sent with each upload and checked in the answer (`digest`); `nil`: off.
     public var digest: DigestAlgorithm?
+    /// This spool's bandwidth (`bandwidth_limit`), within the daemon's.
+    public var bandwidthLimit = BandwidthLimit.off
+    /// When this spool's limit changes (`bandwidth_schedule`); replaces its `bandwidth_limit`.
+    public var bandwidthSchedule: BandwidthSchedule?
 
     public init(
         name: String, directory: String, recursive: Bool = false, url: ValueTemplate,

@@ -16,6 +16,7 @@ struct DaemonParts: Sendable {
     let chores: Chores
     let reporter: StatusReporter
     let hooks: HookRunner
+    let bandwidth: BandwidthPolicy
 
     static func assemble(
         configuration: FerryConfiguration, state: borrowing StateDirectory, store: JobStore, uploaders: UploaderPool,
@@ -56,6 +57,7 @@ struct DaemonParts: Sendable {
         return DaemonParts(
             senders: senders, runtime: runtime, intake: intake, activity: activity, scheduler: scheduler, control: control,
             chores: Chores(store: store, runtime: runtime, activity: activity, disposer: disposer, bodies: senders.bodies, logger: logger),
-            reporter: StatusReporter(notifier: notifier, store: store), hooks: hooks)
+            reporter: StatusReporter(notifier: notifier, store: store), hooks: hooks,
+            bandwidth: BandwidthPolicy(runtime: runtime, global: uploaders.global, logger: logger))
     }
 }

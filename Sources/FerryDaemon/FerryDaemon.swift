@@ -95,6 +95,7 @@ public final class FerryDaemon: Service, Sendable {
                 group.addTask { await parts.reporter.run() }
                 group.addTask { await parts.chores.run() }
                 group.addTask { await parts.hooks.run() }
+                group.addTask { await parts.bandwidth.run() }
                 onReady()
                 await parts.scheduler.run(shutdownTimeout: { parts.runtime.configuration.shutdownTimeout })
                 startWatcher.finish()
@@ -118,6 +119,7 @@ public final class FerryDaemon: Service, Sendable {
             do {
                 let result = try await self.reload(runtime: parts.runtime, uploaders: uploaders, parts: parts.senders,
                                                    scheduler: parts.scheduler, startWatcher: startWatcher, reason: reason)
+                parts.bandwidth.wake()
                 notifier.ready(status: await parts.reporter.summary() ?? "configuration reloaded")
                 return result
             } catch {
@@ -210,6 +212,9 @@ public final class FerryDaemon: Service, Sendable {
             applied.append("max_concurrent_uploads = \(new.maxConcurrentUploads)")
         }
         if new.shutdownTimeout != old.shutdownTimeout { applied.append("shutdown_timeout = \(DurationParser.format(new.shutdownTimeout))") }
+        if new.bandwidthLimit != old.bandwidthLimit || new.bandwidthSchedule != old.bandwidthSchedule {
+            applied.append(new.bandwidthSchedule == nil ? "bandwidth_limit = \(new.bandwidthLimit)" : "bandwidth_schedule")
+        }
         let rescanChanged = new.rescanInterval != old.rescanInterval
         if rescanChanged { applied.append("rescan_interval = \(DurationParser.format(new.rescanInterval))") }
 

@@ -19,9 +19,12 @@ struct SpoolRuntime: Sendable {
     let files: SpoolFiles
     /// Sends the spool's files by its protocol.
     let sender: any Sender
+    /// The spool's own bandwidth limit (its uploads also draw from the daemon's).
+    let bandwidth: BandwidthBucket
 
-    init(configuration: SpoolConfiguration, uploader: Uploader, parts: SenderParts) {
+    init(configuration: SpoolConfiguration, uploader: Uploader, bandwidth: BandwidthBucket = BandwidthBucket(rate: nil), parts: SenderParts) {
         self.configuration = configuration
+        self.bandwidth = bandwidth
         files = SpoolFiles(directory: configuration.directory)
         sender = Self.makeSender(configuration, uploader: uploader, parts: parts)
     }

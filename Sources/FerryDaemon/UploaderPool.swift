@@ -12,12 +12,16 @@ import ServiceLifecycle
 import Synchronization
 import UnixSignals
 
-/// One uploader (connection pool) per distinct transport setting, shared by the spools that use it.
+/// One uploader (connection pool) per distinct transport setting, shared by the spools that use it;
+/// each spool sends through it under its own bandwidth limit and the daemon's.
 final class UploaderPool: Sendable {
     private let uploaders = Mutex<[TransportSettings: Uploader]>([:])
+    /// The daemon's `bandwidth_limit`, shared by every upload (kept across reloads).
+    let global = BandwidthBucket(rate: nil)
 
     /// The spools' run-time parts, creating the uploaders they need.
     func runtimes(for configuration: FerryConfiguration, parts: SenderParts) throws(DaemonError) -> [String: SpoolRuntime] {
+        global.setRate(BandwidthPolicy.limit(configuration.bandwidthLimit, configuration.bandwidthSchedule, at: BandwidthPolicy.now()).rate)
         var spools: [String: SpoolRuntime] = [:]
         for spool in configuration.spools {
             let settings = TransportSettings(caFile: spool.caFile, connectTimeout: spool.connectTimeout, noProgressTimeout: spool.noProgressTimeout)
@@ -32,7 +36,9 @@ final class UploaderPool: Sendable {
             } catch {
                 throw .other("spool \(spool.name): cannot set up TLS: \(error)")
             }
-            spools[spool.name] = SpoolRuntime(configuration: spool, uploader: uploader, parts: parts)
+            let bucket = BandwidthBucket(rate: BandwidthPolicy.limit(spool.bandwidthLimit, spool.bandwidthSchedule, at: BandwidthPolicy.now()).rate)
+            let throttle = Throttle(buckets: [bucket, global])
+            spools[spool.name] = SpoolRuntime(configuration: spool, uploader: uploader.limited(by: throttle), bandwidth: bucket, parts: parts)
         }
         return spools
     }

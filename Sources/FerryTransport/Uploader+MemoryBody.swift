@@ -11,6 +11,7 @@ extension Uploader {
         _ request: UploadRequest, bytes: [UInt8], headers: HTTPHeaders, logger: Logger, counter: ByteCounter,
         watchdog: ProgressWatchdog, progress: @escaping @Sendable (Int64) -> Void
     ) async throws -> UploadResult {
+        await throttled(Int64(bytes.count), watchdog: watchdog)
         let http = try HTTPClient.Request(
             url: request.url, method: HTTPMethod(rawValue: request.method), headers: headers, body: .byteBuffer(ByteBuffer(bytes: bytes)))
         let delegate = ResponseCollector(limit: Self.responseLimit, watchdog: watchdog, written: { progress(counter.add($0)) })

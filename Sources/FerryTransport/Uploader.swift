@@ -31,6 +31,8 @@ public final class Uploader: Sendable {
     static let chunksPerEventLoopBarrier = 8
     /// The event loops the connections run on.
     let eventLoops: [any EventLoop]
+    /// The bandwidth limits every body sent through this uploader draws from, if any.
+    public let throttle: Throttle?
 
     public init(settings: TransportSettings) throws {
         self.settings = settings
@@ -59,6 +61,29 @@ public final class Uploader: Sendable {
         configuration.httpVersion = .automatic
         client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
         eventLoops = Array(HTTPClient.defaultEventLoopGroup.makeIterator())
+        throttle = nil
+    }
+
+    private init(sharing uploader: Uploader, throttle: Throttle) {
+        client = uploader.client
+        settings = uploader.settings
+        eventLoops = uploader.eventLoops
+        self.throttle = throttle
+    }
+
+    /// This uploader's connection pool, with every body it sends drawing from `throttle` (one
+    /// spool's view; only the original is shut down).
+    public func limited(by throttle: Throttle) -> Uploader {
+        Uploader(sharing: self, throttle: throttle)
+    }
+
+    /// Waits until `bytes` may be sent under the throttle, if there is one; a wait is no stall.
+    func throttled(_ bytes: Int64, watchdog: ProgressWatchdog) async {
+        guard let throttle else { return }
+        let wait = throttle.take(bytes)
+        guard wait > .zero else { return }
+        try? await Task.sleep(for: wait)
+        watchdog.progressed()
     }
 
     /// Closes the connection pool.
@@ -160,8 +185,11 @@ public final class Uploader: Sendable {
             // run what was queued before bounds that to a few chunks (bench/bench.py, scenario 1).
             let loops = eventLoops
             let handed = ByteCounter()
+            // Under a bandwidth limit, pieces of about a tenth of a second's worth.
+            let chunkLength = throttle?.pieceLength(ceiling: Int64(Self.chunkLength.bytes)) ?? Int64(Self.chunkLength.bytes)
             let range = request.bodyOffset..<(request.bodyOffset + request.contentLength)
             let handOver: @Sendable (ByteBuffer) async -> ByteBuffer = { buffer in
+                await self.throttled(Int64(buffer.readableBytes), watchdog: watchdog)
                 watchdog.progressed()
                 progress(counter.add(Int64(buffer.readableBytes)))
                 if handed.add(1) % Int64(Self.chunksPerEventLoopBarrier) == 0 {
@@ -176,7 +204,7 @@ public final class Uploader: Sendable {
                 let chunks = AsyncThrowingStream<ByteBuffer, any Error>(unfolding: {
                     let offset = position.value
                     guard offset < range.upperBound else { return nil }
-                    let length = min(Int64(Self.chunkLength.bytes), range.upperBound - offset)
+                    let length = min(chunkLength, range.upperBound - offset)
                     try await growing.wait(until: offset + length)
                     let chunk = try await file.readChunk(fromAbsoluteOffset: offset, length: .bytes(length))
                     guard chunk.readableBytes > 0 else { throw SourceChanged() }
@@ -185,7 +213,7 @@ public final class Uploader: Sendable {
                 })
                 http.body = .stream(chunks.map(handOver), length: .known(request.contentLength))
             } else {
-                http.body = .stream(file.readChunks(in: range, chunkLength: Self.chunkLength).map(handOver), length: .known(request.contentLength))
+                http.body = .stream(file.readChunks(in: range, chunkLength: .bytes(chunkLength)).map(handOver), length: .known(request.contentLength))
             }
             return try await exchange(http, counter: counter, watchdog: watchdog, logger: logger)
         }
@@ -197,116 +225,6 @@ public final class Uploader: Sendable {
         guard let expected = request.expectedSource, let path = request.bodyPath else { return false }
         var st = stat()
         return stat(path, &st) != 0 || !FileStatus(st).isSameVersion(as: expected)
-    }
-
-    /// How much of the body one `sendfile` write carries. The no-progress watchdog hears of a write
-    /// only when it completes, so this bounds how slow a link may be (256 KiB per minute) before it
-    /// counts as stalled.
-    static let regionLength: Int64 = 256 * 1024
-
-    /// Sends the body of a plain-HTTP request as file regions: NIO writes them with `sendfile(2)`,
-    /// so the bytes go from the page cache to the socket without passing through ferryd (HTTP/1.1;
-    /// with TLS, ``execute(_:logger:counter:watchdog:progress:)`` streams chunks instead).
-    private func executeFromFile(
-        _ request: UploadRequest, bodyPath: String, headers: HTTPHeaders, logger: Logger, counter: ByteCounter,
-        watchdog: ProgressWatchdog, progress: @escaping @Sendable (Int64) -> Void
-    ) async throws -> UploadResult {
-        let descriptor = open(bodyPath, O_RDONLY | O_CLOEXEC)
-        guard descriptor >= 0 else { throw IOError(errnoCode: errno, reason: "open \(bodyPath)") }
-        let file = NIOFileHandle(_deprecatedTakingOwnershipOfDescriptor: descriptor)
-        let writing = PendingWrites()
-        let result: Result<UploadResult, any Error>
-        do {
-            if let expected = request.expectedSource {
-                var st = stat()
-                guard fstat(descriptor, &st) == 0, FileStatus(st).isSameVersion(as: expected) else { throw SourceChanged() }
-            }
-            // Sent from the spool itself (put, tus): before each region, is it still that version? A file
-            // cut short under sendfile(2) would otherwise leave the request waiting for bytes that never come.
-            let expected = request.expectedSource
-            @Sendable func unchanged() -> Bool {
-                guard let expected else { return true }
-                var st = stat()
-                return fstat(descriptor, &st) == 0 && FileStatus(st).isSameVersion(as: expected)
-            }
-            result = .success(try await sendRegions(
-                of: file, request, headers: headers, logger: logger, counter: counter, watchdog: watchdog,
-                progress: progress, writing: writing, unchanged: unchanged))
-        } catch {
-            result = .failure(error)
-        }
-        // Once the request has ended, NIO no longer writes from the file (a closed connection fails
-        // its pending writes), though AsyncHTTPClient may never complete the futures of writes it
-        // had not passed on: wait for them only briefly. Closing is safe even then: a region still
-        // queued finds its handle closed, not another file under a reused descriptor number.
-        if let done = writing.future {
-            let loop = done.eventLoop
-            let settled = loop.makePromise(of: Void.self)
-            let once = Once()
-            let settle: @Sendable () -> Void = { if once.first() { settled.succeed() } }
-            done.whenComplete { _ in settle() }
-            loop.scheduleTask(in: .seconds(1)) { settle() }
-            _ = try? await settled.futureResult.get()
-        }
-        Self.close(file)
-        return try result.get()
-    }
-
-    /// Closes a body file handle; if NIO is using it at this very moment, tries again shortly.
-    static func close(_ file: NIOFileHandle) {
-        do {
-            try file.close()
-        } catch {
-            Task.detached {
-                for _ in 0..<50 {
-                    try? await Task.sleep(for: .milliseconds(100))
-                    if (try? file.close()) != nil { return }
-                }
-            }
-        }
-    }
-
-    private func sendRegions(
-        of file: NIOFileHandle, _ request: UploadRequest, headers: HTTPHeaders, logger: Logger, counter: ByteCounter,
-        watchdog: ProgressWatchdog, progress: @escaping @Sendable (Int64) -> Void, writing: PendingWrites,
-        unchanged: @escaping @Sendable () -> Bool
-    ) async throws -> UploadResult {
-        let start = request.bodyOffset
-        let end = request.bodyOffset + request.contentLength
-        let loop = client.eventLoopGroup.next()
-        let body = HTTPClient.Body.stream(contentLength: request.contentLength) { writer in
-            @Sendable func write(from offset: Int64) -> EventLoopFuture<Void> {
-                let upTo = min(offset + Self.regionLength, end)
-                guard unchanged() else { return loop.makeFailedFuture(SourceChanged()) }
-                let written: EventLoopFuture<Void>
-                if let growing = request.growing {
-                    written = growing.ready(until: upTo, on: loop).flatMap {
-                        writer.write(.fileRegion(FileRegion(fileHandle: file, readerIndex: Int(offset), endIndex: Int(upTo))))
-                    }
-                } else {
-                    written = writer.write(.fileRegion(FileRegion(fileHandle: file, readerIndex: Int(offset), endIndex: Int(upTo))))
-                }
-                return written.flatMap {
-                    watchdog.progressed()
-                    progress(counter.add(upTo - offset))
-                    guard upTo < end else { return written }
-                    // Through the loop's queue, so a chain of writes that complete at once does not
-                    // recurse, and the loop runs its other work between them.
-                    return written.eventLoop.submit {}.flatMap { write(from: upTo) }
-                }
-            }
-            let done = write(from: start)
-            writing.future = done
-            return done
-        }
-        var http = try HTTPClient.Request(url: request.url, method: HTTPMethod(rawValue: request.method), headers: headers, body: body)
-        http.headers.remove(name: "Content-Length")
-        let delegate = ResponseCollector(limit: Self.responseLimit, watchdog: watchdog)
-        // The request, its connection and the body's readiness all on one loop: a body that becomes
-        // ready on another loop let the answer overtake the end of the body, and the connection was
-        // never given back to the pool.
-        let task = client.execute(request: http, delegate: delegate, eventLoop: .delegateAndChannel(on: loop), deadline: nil, logger: logger)
-        return try await answer(of: task, from: delegate, counter: counter, logger: logger)
     }
 
     /// Executes `http` and reads the answer.

@@ -1,0 +1,71 @@
+import FerryConfig
+import FerrySystem
+import FerryTransport
+import Foundation
+import Logging
+
+/// Keeps each bandwidth limit in force: the daemon's and every spool's, from `bandwidth_limit` or
+/// the `bandwidth_schedule` entry of the moment (local time, the system's zone, DST included). It
+/// sleeps until the next change in any schedule, or until a reload rings.
+final class BandwidthPolicy: Sendable {
+    let runtime: DaemonRuntime
+    let global: BandwidthBucket
+    let logger: Logger
+    private let doorbell = Doorbell()
+
+    init(runtime: DaemonRuntime, global: BandwidthBucket, logger: Logger) {
+        self.runtime = runtime
+        self.global = global
+        self.logger = logger
+    }
+
+    /// The time schedules are read at. Debug builds take `FERRY_TEST_CLOCK_OFFSET` (seconds added to
+    /// the system clock), so tests can put a schedule's change a moment away.
+    static func now() -> Date {
+        #if DEBUG
+        if let text = ProcessInfo.processInfo.environment["FERRY_TEST_CLOCK_OFFSET"], let offset = TimeInterval(text) {
+            return Date().addingTimeInterval(offset)
+        }
+        #endif
+        return Date()
+    }
+
+    /// The limit in force at `date`: the schedule's, else the fixed one.
+    static func limit(_ fixed: BandwidthLimit, _ schedule: BandwidthSchedule?, at date: Date) -> BandwidthLimit {
+        schedule?.limit(at: date, calendar: Calendar.current).limit ?? fixed
+    }
+
+    /// The configuration changed: look again now.
+    func wake() { doorbell.ring() }
+
+    /// Applies the limits at every change until cancelled.
+    func run() async {
+        var previous: [String: BandwidthLimit] = [:]
+        while !Task.isCancelled {
+            let configuration = runtime.configuration
+            let now = Self.now()
+            var next: Date?
+            func apply(_ name: String, _ fixed: BandwidthLimit, _ schedule: BandwidthSchedule?, to bucket: BandwidthBucket) {
+                var limit = fixed
+                if let schedule {
+                    let (scheduled, change) = schedule.limit(at: now, calendar: Calendar.current)
+                    limit = scheduled
+                    if let change, next == nil || change < next! { next = change }
+                }
+                bucket.setRate(limit.rate)
+                if let before = previous[name], before != limit {
+                    logger.notice("bandwidth limit changed", metadata: ["limit": "\(limit)", "scope": "\(name)"])
+                }
+                previous[name] = limit
+            }
+            apply("all spools", configuration.bandwidthLimit, configuration.bandwidthSchedule, to: global)
+            for spool in configuration.spools {
+                guard let bucket = runtime.spool(named: spool.name)?.bandwidth else { continue }
+                apply("spool \(spool.name)", spool.bandwidthLimit, spool.bandwidthSchedule, to: bucket)
+            }
+            // Sleeps until the next change (real time runs as fast as the offset clock), or a ring.
+            let deadline = next.map { ContinuousClock.now + .milliseconds(Int64(max(0, $0.timeIntervalSince(now)) * 1000) + 1) }
+            await doorbell.wait(until: deadline)
+        }
+    }
+}

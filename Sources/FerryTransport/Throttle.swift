@@ -1,0 +1,25 @@
+/// The bandwidth limits an upload draws from: its spool's and the daemon's (``BandwidthBucket``).
+/// Every body byte an ``Uploader`` sends with a throttle goes through it, whatever the protocol and
+/// the path (file regions by `sendfile`, streamed chunks over TLS, a body in memory).
+public struct Throttle: Sendable {
+    public var buckets: [BandwidthBucket]
+
+    public init(buckets: [BandwidthBucket]) {
+        self.buckets = buckets
+    }
+
+    /// Whether any bucket limits now.
+    public var isLimiting: Bool { buckets.contains { $0.rate != nil } }
+
+    /// Takes `bytes` from every bucket; how long to wait before sending them.
+    public func take(_ bytes: Int64) -> Duration {
+        buckets.map { $0.take(bytes) }.max() ?? .zero
+    }
+
+    /// How many bytes to send at a time: about a tenth of a second's worth at the tightest limit
+    /// (4 KiB to `ceiling`), so the limit is smooth rather than bursts and pauses.
+    public func pieceLength(ceiling: Int64) -> Int64 {
+        guard let tightest = buckets.compactMap(\.rate).min() else { return ceiling }
+        return min(ceiling, max(4096, tightest / 10))
+    }
+}

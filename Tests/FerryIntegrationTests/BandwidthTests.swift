@@ -1,0 +1,104 @@
+import FerryQueue
+import FerryReceiver
+import FerryTestSupport
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `bandwidth_limit`, through the real ferryd: every body byte, on both transport paths, waits for
+/// its tokens.
+@Suite("Bandwidth limits", .serialized)
+struct BandwidthTests {
+    /// A file of `size` bytes (sparse: zeros), renamed into `directory` as `name`.
+    static func dropSparse(_ name: String, size: Int64, in directory: String) throws {
+        let temporary = directory + "/." + name
+        let fd = open(temporary, O_CREAT | O_WRONLY | O_TRUNC, 0o644)
+        guard fd >= 0, ftruncate(fd, off_t(size)) == 0 else { throw TestFailure("cannot create \(temporary)") }
+        close(fd)
+        guard rename(temporary, directory + "/" + name) == 0 else { throw TestFailure("cannot rename \(temporary)") }
+    }
+
+    /// Waits until every job of `harness` is done; returns how long that took from `start`.
+    static func waitDone(_ harness: DaemonHarness, count: Int, since start: ContinuousClock.Instant,
+                         timeout: Duration = .seconds(60)) async throws -> Duration {
+        try await waitUntil("\(count) deliveries", timeout: timeout) {
+            try await jobs(harness).filter { $0.state == .done }.count == count
+        }
+        return ContinuousClock.now - start
+    }
+
+    @Test("256 MiB at bandwidth_limit = \"16MiB/s\" takes about 16 s, over plain HTTP (sendfile) and over TLS (streamed)",
+          arguments: [false, true])
+    func limitedFile(tls: Bool) async throws {
+        let pki = try TemporaryDirectory("ferry-pki")
+        let certificates = try TestCertificates(in: pki.url("pki"))
+        let receiver = try await Receiver.start(
+            directory: pki.url("received"), discard: true, tls: tls ? try certificates.serverConfiguration() : nil)
+        let spool = TestSpool(options: ["protocol = \"put\""] + (tls ? ["ca_file = \"\(certificates.caFile)\""] : []))
+        try await withDaemonHarness(spools: [spool], topLevel: ["bandwidth_limit = \"16MiB/s\""], url: receiver.url(path: "/in")) { harness in
+            try await harness.start()
+            let start = ContinuousClock.now
+            try Self.dropSparse("big.bin", size: 256 << 20, in: harness.spoolPath())
+            let elapsed = try await Self.waitDone(harness, count: 1, since: start)
+            // 16 MiB of burst, then 240 MiB at 16 MiB/s: 15 s; the bound is 16 s ± 10 %.
+            #expect(elapsed >= .seconds(14.4) && elapsed <= .seconds(17.6), "256 MiB took \(elapsed)")
+        }
+        try await receiver.stop()
+    }
+
+    @Test("two spools at 8 MiB/s each under a global 10 MiB/s share the 10 MiB/s, and neither goes past its own 8")
+    func sharedGlobalLimit() async throws {
+        let scratch = try TemporaryDirectory()
+        let receiver = try await Receiver.start(directory: scratch.url("received"), discard: true)
+        let spools = ["a", "b"].map { TestSpool(name: $0, options: ["protocol = \"put\"", "bandwidth_limit = \"8MiB/s\""]) }
+        try await withDaemonHarness(spools: spools, topLevel: ["bandwidth_limit = \"10MiB/s\""], url: receiver.url(path: "/in")) { harness in
+            try await harness.start()
+            let start = ContinuousClock.now
+            for name in ["a", "b"] { try Self.dropSparse("\(name).bin", size: 48 << 20, in: harness.spoolPath(name)) }
+            let elapsed = try await Self.waitDone(harness, count: 2, since: start)
+            // 96 MiB through 10 MiB/s after a 10 MiB burst: 8.6 s (alone, each spool would take 5 s).
+            #expect(elapsed >= .seconds(7.7) && elapsed <= .seconds(9.9), "96 MiB took \(elapsed)")
+        }
+        try await receiver.stop()
+    }
+
+    @Test("no limit: a 256 MiB file is not slowed (well under the limited time)")
+    func unlimited() async throws {
+        let scratch = try TemporaryDirectory()
+        let receiver = try await Receiver.start(directory: scratch.url("received"), discard: true)
+        try await withDaemonHarness(spools: [TestSpool(options: ["protocol = \"put\""])], url: receiver.url(path: "/in")) { harness in
+            try await harness.start()
+            let start = ContinuousClock.now
+            try Self.dropSparse("big.bin", size: 256 << 20, in: harness.spoolPath())
+            let elapsed = try await Self.waitDone(harness, count: 1, since: start)
+            #expect(elapsed < .seconds(8), "256 MiB took \(elapsed) with no limit")
+        }
+        try await receiver.stop()
+    }
+
+    @Test("a schedule's change mid-upload takes effect within a second (a clock moved to 3 s before it)")
+    func scheduleChangesMidUpload() async throws {
+        let scratch = try TemporaryDirectory()
+        let receiver = try await Receiver.start(directory: scratch.url("received"), discard: true)
+        // UTC noon today is 3 s away on ferryd's clock: 1 MiB/s until then, no limit after.
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = TimeZone(identifier: "UTC")!
+        let noon = calendar.date(bySettingHour: 12, minute: 0, second: 0, of: Date())!
+        let offset = noon.timeIntervalSinceNow - 3
+        let spool = TestSpool(options: ["protocol = \"put\""])
+        try await withDaemonHarness(spools: [spool], topLevel: ["bandwidth_schedule = [\"00:00 1MiB/s\", \"12:00 off\"]"],
+                                    url: receiver.url(path: "/in")) { harness in
+            let start = ContinuousClock.now
+            try await harness.start(environment: ["FERRY_TEST_CLOCK_OFFSET": String(offset), "TZ": "UTC"])
+            try Self.dropSparse("big.bin", size: 64 << 20, in: harness.spoolPath())
+            let elapsed = try await Self.waitDone(harness, count: 1, since: start)
+            // At 1 MiB/s the file would take a minute; the change at 3 s lets the rest go at once.
+            #expect(elapsed >= .seconds(2.5) && elapsed <= .seconds(4.5), "took \(elapsed)")
+            #expect(harness.daemon?.log.contains("bandwidth limit changed") == true)
+        }
+        try await receiver.stop()
+    }
+}

@@ -1,0 +1,71 @@
+import FerryConfig
+import FerryTransport
+import Foundation
+import Synchronization
+import Testing
+
+/// The token bucket with an injected clock, and the rates a configuration may give.
+@Suite("Bandwidth: token bucket and rates (pure)")
+struct BandwidthBucketTests {
+    final class FakeClock: Sendable {
+        let instant = Mutex(ContinuousClock.now)
+        func advance(_ duration: Duration) { instant.withLock { $0 += duration } }
+        var now: @Sendable () -> ContinuousClock.Instant { { [self] in self.instant.withLock { $0 } } }
+    }
+
+    @Test("a full bucket lets a second's worth go at once, then each byte waits its turn; unused time refills up to one second")
+    func tokens() {
+        let clock = FakeClock()
+        let bucket = BandwidthBucket(rate: 1000, now: clock.now)
+        #expect(bucket.take(1000) == .zero, "the first second's worth is a burst")
+        #expect(bucket.take(500) == .milliseconds(500))
+        #expect(bucket.take(500) == .seconds(1), "the debt grows: the next taker waits for both")
+        clock.advance(.seconds(1))
+        #expect(bucket.take(0) == .zero && bucket.take(1) == .milliseconds(1))
+        clock.advance(.seconds(60))
+        #expect(bucket.take(1000) == .zero)
+        #expect(bucket.take(1) == .milliseconds(1), "a quiet minute saves one second's worth, no more")
+    }
+
+    @Test("off takes nothing; a new rate applies at once and caps what was saved")
+    func rateChanges() {
+        let clock = FakeClock()
+        let bucket = BandwidthBucket(rate: nil, now: clock.now)
+        #expect(bucket.take(1 << 30) == .zero)
+        bucket.setRate(100)
+        clock.advance(.seconds(10))
+        #expect(bucket.take(100) == .zero)
+        #expect(bucket.take(50) == .milliseconds(500))
+        bucket.setRate(1000)
+        #expect(bucket.take(0) == .milliseconds(50), "the debt stays, repaid at the new rate")
+        bucket.setRate(nil)
+        #expect(bucket.take(1 << 20) == .zero)
+    }
+
+    @Test("a throttle waits for its tightest bucket and sends pieces of a tenth of a second at it")
+    func throttle() {
+        let clock = FakeClock()
+        let spool = BandwidthBucket(rate: 8000, now: clock.now)
+        let global = BandwidthBucket(rate: 10_000, now: clock.now)
+        let throttle = Throttle(buckets: [spool, global])
+        #expect(throttle.pieceLength(ceiling: 262_144) == 4096, "at least 4 KiB")
+        #expect(Throttle(buckets: [BandwidthBucket(rate: 16 << 20)]).pieceLength(ceiling: 262_144) == 262_144, "at most the ceiling")
+        #expect(Throttle(buckets: [BandwidthBucket(rate: 1 << 20)]).pieceLength(ceiling: 262_144) == 104_857, "a tenth of a second")
+        #expect(Throttle(buckets: [BandwidthBucket(rate: nil)]).pieceLength(ceiling: 65_536) == 65_536)
+        #expect(throttle.take(10_000) == .milliseconds(250), "the spool's 8000/s is the tighter")
+    }
+
+    @Test("rates as written", arguments: [
+        ("4MiB/s", BandwidthLimit.bytesPerSecond(4 << 20)), ("500kB/s", .bytesPerSecond(500_000)), ("500 KiB/s", .bytesPerSecond(512_000)),
+        ("10Mbit/s", .bytesPerSecond(1_250_000)), ("1.5M", .bytesPerSecond(1_572_864)), ("2G", .bytesPerSecond(2 << 30)),
+        ("100 MB/s", .bytesPerSecond(100_000_000)), ("off", .off), ("OFF", .off), ("8 Mbps", .bytesPerSecond(1_000_000)),
+    ])
+    func parse(_ text: String, _ expected: BandwidthLimit) {
+        #expect(BandwidthLimit.parse(text) == expected)
+    }
+
+    @Test("not rates", arguments: ["", "fast", "100", "0MiB/s", "-1MiB/s", "4 MiB/h", "1e3kB/s", "MiB/s"])
+    func notRates(_ text: String) {
+        #expect(BandwidthLimit.parse(text) == nil, "\(text)")
+    }
+}
