@@ -30,6 +30,22 @@ struct BandwidthTests {
         return ContinuousClock.now - start
     }
 
+    /// Starts ferryd with `spools` and `topLevel` against `receiver`, drops `files` (spool, name,
+    /// size) and returns how long from the start until all were delivered.
+    static func timeDeliveries(
+        _ spools: [TestSpool], topLevel: [String], receiver: Receiver, files: [(String, String, Int64)],
+        environment: [String: String] = [:], check: (DaemonHarness) -> Void = { _ in }
+    ) async throws -> Duration {
+        try await withDaemonHarness(spools: spools, topLevel: topLevel, url: receiver.url(path: "/in")) { harness in
+            let start = ContinuousClock.now
+            try await harness.start(environment: environment)
+            for (spool, name, size) in files { try Self.dropSparse(name, size: size, in: harness.spoolPath(spool)) }
+            let elapsed = try await Self.waitDone(harness, count: files.count, since: start)
+            check(harness)
+            return elapsed
+        }
+    }
+
     @Test("256 MiB at bandwidth_limit = \"16MiB/s\" takes about 16 s, over plain HTTP (sendfile) and over TLS (streamed)",
           arguments: [false, true])
     func limitedFile(tls: Bool) async throws {
@@ -38,14 +54,10 @@ struct BandwidthTests {
         let receiver = try await Receiver.start(
             directory: pki.url("received"), discard: true, tls: tls ? try certificates.serverConfiguration() : nil)
         let spool = TestSpool(options: ["protocol = \"put\""] + (tls ? ["ca_file = \"\(certificates.caFile)\""] : []))
-        try await withDaemonHarness(spools: [spool], topLevel: ["bandwidth_limit = \"16MiB/s\""], url: receiver.url(path: "/in")) { harness in
-            try await harness.start()
-            let start = ContinuousClock.now
-            try Self.dropSparse("big.bin", size: 256 << 20, in: harness.spoolPath())
-            let elapsed = try await Self.waitDone(harness, count: 1, since: start)
-            // 16 MiB of burst, then 240 MiB at 16 MiB/s: 15 s; the bound is 16 s ± 10 %.
-            #expect(elapsed >= .seconds(14.4) && elapsed <= .seconds(17.6), "256 MiB took \(elapsed)")
-        }
+        let elapsed = try await Self.timeDeliveries(
+            [spool], topLevel: ["bandwidth_limit = \"16MiB/s\""], receiver: receiver, files: [("test", "big.bin", 256 << 20)])
+        // 16 MiB of burst, then 240 MiB at 16 MiB/s: 15 s; the bound is 16 s ± 10 %.
+        #expect(elapsed >= .seconds(14.4) && elapsed <= .seconds(17.6), "256 MiB took \(elapsed)")
         try await receiver.stop()
     }
 
@@ -54,14 +66,10 @@ struct BandwidthTests {
         let scratch = try TemporaryDirectory()
         let receiver = try await Receiver.start(directory: scratch.url("received"), discard: true)
         let spools = ["a", "b"].map { TestSpool(name: $0, options: ["protocol = \"put\"", "bandwidth_limit = \"8MiB/s\""]) }
-        try await withDaemonHarness(spools: spools, topLevel: ["bandwidth_limit = \"10MiB/s\""], url: receiver.url(path: "/in")) { harness in
-            try await harness.start()
-            let start = ContinuousClock.now
-            for name in ["a", "b"] { try Self.dropSparse("\(name).bin", size: 48 << 20, in: harness.spoolPath(name)) }
-            let elapsed = try await Self.waitDone(harness, count: 2, since: start)
-            // 96 MiB through 10 MiB/s after a 10 MiB burst: 8.6 s (alone, each spool would take 5 s).
-            #expect(elapsed >= .seconds(7.7) && elapsed <= .seconds(9.9), "96 MiB took \(elapsed)")
-        }
+        let elapsed = try await Self.timeDeliveries(
+            spools, topLevel: ["bandwidth_limit = \"10MiB/s\""], receiver: receiver, files: [("a", "a.bin", 48 << 20), ("b", "b.bin", 48 << 20)])
+        // 96 MiB through 10 MiB/s after a 10 MiB burst: 8.6 s (alone, each spool would take 5 s).
+        #expect(elapsed >= .seconds(7.7) && elapsed <= .seconds(9.9), "96 MiB took \(elapsed)")
         try await receiver.stop()
     }
 
@@ -69,13 +77,9 @@ struct BandwidthTests {
     func unlimited() async throws {
         let scratch = try TemporaryDirectory()
         let receiver = try await Receiver.start(directory: scratch.url("received"), discard: true)
-        try await withDaemonHarness(spools: [TestSpool(options: ["protocol = \"put\""])], url: receiver.url(path: "/in")) { harness in
-            try await harness.start()
-            let start = ContinuousClock.now
-            try Self.dropSparse("big.bin", size: 256 << 20, in: harness.spoolPath())
-            let elapsed = try await Self.waitDone(harness, count: 1, since: start)
-            #expect(elapsed < .seconds(8), "256 MiB took \(elapsed) with no limit")
-        }
+        let elapsed = try await Self.timeDeliveries(
+            [TestSpool(options: ["protocol = \"put\""])], topLevel: [], receiver: receiver, files: [("test", "big.bin", 256 << 20)])
+        #expect(elapsed < .seconds(8), "256 MiB took \(elapsed) with no limit")
         try await receiver.stop()
     }
 
@@ -88,17 +92,15 @@ struct BandwidthTests {
         calendar.timeZone = TimeZone(identifier: "UTC")!
         let noon = calendar.date(bySettingHour: 12, minute: 0, second: 0, of: Date())!
         let offset = noon.timeIntervalSinceNow - 3
-        let spool = TestSpool(options: ["protocol = \"put\""])
-        try await withDaemonHarness(spools: [spool], topLevel: ["bandwidth_schedule = [\"00:00 1MiB/s\", \"12:00 off\"]"],
-                                    url: receiver.url(path: "/in")) { harness in
-            let start = ContinuousClock.now
-            try await harness.start(environment: ["FERRY_TEST_CLOCK_OFFSET": String(offset), "TZ": "UTC"])
-            try Self.dropSparse("big.bin", size: 64 << 20, in: harness.spoolPath())
-            let elapsed = try await Self.waitDone(harness, count: 1, since: start)
-            // At 1 MiB/s the file would take a minute; the change at 3 s lets the rest go at once.
-            #expect(elapsed >= .seconds(2.5) && elapsed <= .seconds(4.5), "took \(elapsed)")
+        let elapsed = try await Self.timeDeliveries(
+            [TestSpool(options: ["protocol = \"put\""])], topLevel: ["bandwidth_schedule = [\"00:00 1MiB/s\", \"12:00 off\"]"],
+            receiver: receiver, files: [("test", "big.bin", 64 << 20)],
+            environment: ["FERRY_TEST_CLOCK_OFFSET": String(offset), "TZ": "UTC"]
+        ) { harness in
             #expect(harness.daemon?.log.contains("bandwidth limit changed") == true)
         }
+        // At 1 MiB/s the file would take a minute; the change at 3 s lets the rest go at once.
+        #expect(elapsed >= .seconds(2.5) && elapsed <= .seconds(4.5), "took \(elapsed)")
         try await receiver.stop()
     }
 }
