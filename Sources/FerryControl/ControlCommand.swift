@@ -4,6 +4,8 @@ public enum ControlCommand: String, Sendable, Codable, CaseIterable {
     case retry, hold, release, cancel, pause, resume, wait, enqueue, reload
     /// Runs a job's hooks that gave up (or one of them) again.
     case retryHook = "retry-hook"
+    /// Sets a bandwidth limit until the next reload or restart.
+    case limit
 
     /// Commands that only look: any peer allowed to connect may run them (unless
     /// `control_read_only_for_others = false`). The others change the queue or the daemon and need

@@ -27,13 +27,16 @@ final class ControlService: Sendable {
     let followUps: JobFollowUps
     /// Runs what follows outcomes; `retry-hook` wakes it.
     let hooks: HookRunner
+    /// The bandwidth limits in force; `limit` overrides one.
+    let bandwidth: BandwidthPolicy
     let meter: ThroughputMeter
     let startedAt = Date()
     let logger: Logger
 
     init(
         store: JobStore, runtime: DaemonRuntime, scheduler: Scheduler, activity: ActiveJobs, problems: LocalProblems,
-        metrics: DaemonMetrics, followUps: JobFollowUps, hooks: HookRunner, meter: ThroughputMeter, logger: Logger
+        metrics: DaemonMetrics, followUps: JobFollowUps, hooks: HookRunner, bandwidth: BandwidthPolicy, meter: ThroughputMeter,
+        logger: Logger
     ) {
         self.store = store
         self.runtime = runtime
@@ -43,6 +46,7 @@ final class ControlService: Sendable {
         self.metrics = metrics
         self.followUps = followUps
         self.hooks = hooks
+        self.bandwidth = bandwidth
         self.meter = meter
         var logger = logger
         logger[metadataKey: "component"] = "control"
@@ -120,6 +124,7 @@ final class ControlService: Sendable {
             return try ControlJSON.value(await act(command, arguments.decode(JobActionArguments.self), peer: session.peer))
         case .enqueue: return try ControlJSON.value(await enqueue(arguments.decode(EnqueueArguments.self)))
         case .retryHook: return try ControlJSON.value(await retryHook(arguments.decode(RetryHookArguments.self)))
+        case .limit: return try ControlJSON.value(try limit(arguments.decode(LimitArguments.self)))
         case .reload: return try ControlJSON.value(await runtime.reload(reason: "reload requested by \(session.peer)"))
         case .wait: return try ControlJSON.value(await wait(arguments.decode(WaitArguments.self), session: session))
         case .watch:
@@ -156,7 +161,7 @@ final class ControlService: Sendable {
         return StatusReport(
             version: FerryVersion.current, pid: getpid(), startedAt: startedAt, uptimeSeconds: Date().timeIntervalSince(startedAt),
             configPath: configuration.path, maxConcurrentUploads: scheduler.maxConcurrentUploads, spools: spools,
-            bytesPerSecond: meter.bytesPerSecond(total: total), uploads: activity.snapshot())
+            bytesPerSecond: meter.bytesPerSecond(total: total), uploads: activity.snapshot(), bandwidth: bandwidth.states())
     }
 
     private static func allStates(_ counts: [JobState: Int]) -> [String: Int] {
@@ -283,7 +288,25 @@ final class ControlService: Sendable {
     func metrics() async throws -> MetricsReport {
         try await metrics.report(
             store: store, spools: runtime.configuration.spools.map(\.name), startedAt: startedAt,
-            bytesSent: activity.totalBytesSent.load(ordering: .relaxed), inFlight: scheduler.inFlight)
+            bytesSent: activity.totalBytesSent.load(ordering: .relaxed), inFlight: scheduler.inFlight, bandwidth: bandwidth.states())
+    }
+
+    // MARK: - Limit
+
+    /// `limit`: a bandwidth limit now, until the next reload or restart.
+    func limit(_ arguments: LimitArguments) throws -> BandwidthState {
+        let scope = arguments.spool ?? "*"
+        if let spool = arguments.spool, runtime.configuration.spool(named: spool) == nil {
+            throw ControlError(.notFound, "no spool named \"\(spool)\"; configured: \(runtime.configuration.spools.map(\.name).joined(separator: ", "))")
+        }
+        guard let limit = BandwidthLimit.parse(arguments.rate) else {
+            throw ControlError(.invalidArgument, "\"\(arguments.rate)\" is not a rate; write one such as \"4MiB/s\", \"500kB/s\" or \"10Mbit/s\", or \"off\"")
+        }
+        bandwidth.override(scope, limit)
+        logger.notice("bandwidth limit set by an operator (until the next reload or restart)", metadata: [
+            "scope": "\(scope == "*" ? "all spools" : "spool \(scope)")", "limit": "\(limit)",
+        ])
+        return BandwidthState(scope: scope, limit: limit.description, bytesPerSecond: limit.rate, source: "override")
     }
 
     // MARK: - Pause

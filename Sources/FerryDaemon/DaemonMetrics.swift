@@ -78,7 +78,9 @@ final class DaemonMetrics: Sendable {
 
     /// Everything, read now: the text both `ferryctl metrics` and `GET /metrics` return.
     /// - Parameter spools: the configured spools (the database may name more: spools removed since).
-    func report(store: JobStore, spools configured: [String], startedAt: Date, bytesSent: Int64, inFlight: Int) async throws -> MetricsReport {
+    func report(
+        store: JobStore, spools configured: [String], startedAt: Date, bytesSent: Int64, inFlight: Int, bandwidth: [BandwidthState] = []
+    ) async throws -> MetricsReport {
         let now = Date()
         let counts = try await store.counts()
         var spools = configured
@@ -109,6 +111,9 @@ final class DaemonMetrics: Sendable {
         family("ferry_last_success_timestamp_seconds", "gauge",
                "Unix time of the last delivery (2xx) from the spool, from the queue database; 0 if none yet.",
                spools.map { spool in ([("spool", spool)], Self.number(times[spool]?.lastSuccess?.timeIntervalSince1970 ?? 0)) })
+        family("ferry_bandwidth_limit_bytes_per_second", "gauge",
+               "The bandwidth limit in force, in bytes per second: spool=\"*\" for the one all spools share; 0 when there is none.",
+               bandwidth.map { ([("spool", $0.scope)], String($0.bytesPerSecond ?? 0)) })
         text += Self.withHelp(registry.emitToString())
         return MetricsReport(values: Self.values(in: text), prometheus: text)
     }

@@ -30,6 +30,7 @@ struct DaemonParts: Sendable {
         let activity = ActiveJobs()
         let metrics = DaemonMetrics()
         let hooks = HookRunner(store: store, runtime: runtime, io: io, logger: logger)
+        let bandwidth = BandwidthPolicy(runtime: runtime, global: uploaders.global, logger: logger)
         let disposer = Disposer(store: store, logger: logger, disposed: { hooks.wake() })
         let followUps = JobFollowUps(disposer: disposer, bodies: senders.bodies, problems: problems, requeue: { name, path in
             guard let spool = runtime.spool(named: name), let status = spool.files.status(path), status.kind == .regular else { return }
@@ -52,12 +53,12 @@ struct DaemonParts: Sendable {
             path: configuration.controlSocket, access: configuration.control,
             service: ControlService(
                 store: store, runtime: runtime, scheduler: scheduler, activity: activity, problems: problems, metrics: metrics,
-                followUps: followUps, hooks: hooks, meter: activity.meter, logger: logger),
+                followUps: followUps, hooks: hooks, bandwidth: bandwidth, meter: activity.meter, logger: logger),
             logger: logger)
         return DaemonParts(
             senders: senders, runtime: runtime, intake: intake, activity: activity, scheduler: scheduler, control: control,
             chores: Chores(store: store, runtime: runtime, activity: activity, disposer: disposer, bodies: senders.bodies, logger: logger),
             reporter: StatusReporter(notifier: notifier, store: store), hooks: hooks,
-            bandwidth: BandwidthPolicy(runtime: runtime, global: uploaders.global, logger: logger))
+            bandwidth: bandwidth)
     }
 }

@@ -119,7 +119,7 @@ public final class FerryDaemon: Service, Sendable {
             do {
                 let result = try await self.reload(runtime: parts.runtime, uploaders: uploaders, parts: parts.senders,
                                                    scheduler: parts.scheduler, startWatcher: startWatcher, reason: reason)
-                parts.bandwidth.wake()
+                parts.bandwidth.reloaded()
                 notifier.ready(status: await parts.reporter.summary() ?? "configuration reloaded")
                 return result
             } catch {

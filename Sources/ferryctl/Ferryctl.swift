@@ -25,7 +25,7 @@ struct Ferryctl: AsyncParsableCommand {
         version: FerryVersion.current,
         subcommands: [
             Status.self, List.self, Show.self, Watch.self, Wait.self,
-            Retry.self, Hold.self, Release.self, Cancel.self, RetryHook.self, Pause.self, Resume.self,
+            Retry.self, Hold.self, Release.self, Cancel.self, RetryHook.self, Pause.self, Resume.self, Limit.self,
             Enqueue.self, Reload.self, Health.self, Metrics.self, Version.self,
         ])
 

@@ -58,6 +58,10 @@ enum StatusView {
         header.append("config", report.configPath)
         header.append("throughput", "\(Format.rate(report.bytesPerSecond)) (last minute)")
         header.append("uploads", "\(report.uploads.count)/\(report.maxConcurrentUploads) upload slots busy")
+        let limits = (report.bandwidth ?? []).filter { $0.bytesPerSecond != nil || $0.source != "config" }
+        if !limits.isEmpty {
+            header.append("bandwidth", limits.map { "\($0.scope == "*" ? "all spools" : $0.scope) \($0.limit) (\($0.source))" }.joined(separator: ", "))
+        }
         output += header.render() + "\n"
         output += spools(report.spools) + "\n"
         output += problems(report.spools)

@@ -103,4 +103,41 @@ struct BandwidthTests {
         #expect(elapsed >= .seconds(2.5) && elapsed <= .seconds(4.5), "took \(elapsed)")
         try await receiver.stop()
     }
+
+    @Test("ferryctl limit takes effect mid-upload, shows in status and metrics, and ends with a reload")
+    func liveLimit() async throws {
+        let scratch = try TemporaryDirectory()
+        let receiver = try await Receiver.start(directory: scratch.url("received"), discard: true)
+        try await withDaemonHarness(spools: [TestSpool(options: ["protocol = \"put\""])], topLevel: ["bandwidth_limit = \"1MiB/s\""],
+                                    url: receiver.url(path: "/in")) { harness in
+            try await harness.start()
+            try Self.dropSparse("big.bin", size: 64 << 20, in: harness.spoolPath())
+            try await waitUntil("the upload to be under way") { (receiver.requests.first?.bodyBytes ?? 0) > 0 }
+            let lifted = ContinuousClock.now
+            let set = try await harness.ctl("limit", "off")
+            #expect(set.status == 0 && set.stdout.contains("all spools: off"), "\(set)")
+            _ = try await Self.waitDone(harness, count: 1, since: lifted, timeout: .seconds(30))
+            #expect(ContinuousClock.now - lifted < .seconds(2), "at 1 MiB/s the rest would take a minute")
+
+            let status = try await harness.ctl("status", "--json").json()
+            let shared = try #require((status["bandwidth"] as? [[String: Any]])?.first { $0["scope"] as? String == "*" })
+            #expect(shared["source"] as? String == "override" && shared["limit"] as? String == "off")
+            #expect(try await harness.ctl("limit", "--spool", "test", "2MiB/s").status == 0)
+            let metrics = try await harness.ctl("metrics").stdout
+            #expect(metrics.contains("ferry_bandwidth_limit_bytes_per_second{spool=\"test\"} 2097152"), "\(metrics)")
+            #expect(try await harness.ctl("status").stdout.contains("test 2 MiB/s (override)"))
+
+            let unknown = try await harness.ctl("limit", "--spool", "nosuch", "1MiB/s")
+            #expect(unknown.status == 1 && unknown.stderr.contains("no spool named"), "\(unknown)")
+            let bad = try await harness.ctl("limit", "fast")
+            #expect(bad.status == 1 && bad.stderr.contains("is not a rate"), "\(bad)")
+
+            #expect(try await harness.ctl("reload").status == 0)
+            try await waitUntil("the override to end with the reload") {
+                let states = try await harness.ctl("status", "--json").json()["bandwidth"] as? [[String: Any]]
+                return states?.first { $0["scope"] as? String == "*" }?["source"] as? String == "config"
+            }
+        }
+        try await receiver.stop()
+    }
 }
