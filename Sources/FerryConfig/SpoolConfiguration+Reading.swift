@@ -12,6 +12,7 @@ extension SpoolConfiguration {
         "name", "directory", "recursive", "url", "protocol", "file_content_type", "settle", "after_upload",
         "sent_directory", "failed_directory", "fields", "headers", "retry", "ca_file", "connect_timeout",
         "no_progress_timeout", "send_headers_to", "trust_early_answers", "bandwidth_limit", "bandwidth_schedule",
+        "upload_window", "max_concurrent_uploads", "priority",
     ]
 
     /// Every key of a spool table: the common ones and each protocol's own.
@@ -82,6 +83,9 @@ extension SpoolConfiguration {
         let afterDelivery = Self.readAfterDelivery(reader, uploadProtocol: uploadProtocol)
         let bandwidthLimit = reader.bandwidth("bandwidth_limit") ?? .off
         let bandwidthSchedule = reader.bandwidthSchedule("bandwidth_schedule")
+        let uploadWindow = reader.uploadWindow("upload_window")
+        let maxConcurrentUploads = reader.int("max_concurrent_uploads", in: 1...256)
+        let priority = reader.int("priority", in: -100...100) ?? 0
 
         guard context.issues.count == issuesBefore, let name, let directory, let url else { return nil }
         var spool = SpoolConfiguration(
@@ -94,6 +98,9 @@ extension SpoolConfiguration {
         spool.apply(afterDelivery)
         spool.bandwidthLimit = bandwidthLimit
         spool.bandwidthSchedule = bandwidthSchedule
+        spool.uploadWindow = uploadWindow
+        spool.maxConcurrentUploads = maxConcurrentUploads
+        spool.priority = priority
         self = spool
     }
 

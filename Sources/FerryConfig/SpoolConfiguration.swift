@@ -62,6 +62,14 @@ public struct SpoolConfiguration: Sendable, Equatable {
     public var bandwidthLimit = BandwidthLimit.off
     /// When this spool's limit changes (`bandwidth_schedule`); replaces its `bandwidth_limit`.
     public var bandwidthSchedule: BandwidthSchedule?
+    /// When uploads may start (`upload_window`); `nil`: at any time.
+    public var uploadWindow: UploadWindow?
+    /// At most this many of the spool's uploads at once, within `max_concurrent_uploads`; `nil`: no
+    /// limit of its own.
+    public var maxConcurrentUploads: Int?
+    /// Higher first when upload slots are short (`priority`, default 0); spools of the same priority
+    /// take turns.
+    public var priority = 0
 
     public init(
         name: String, directory: String, recursive: Bool = false, url: ValueTemplate,

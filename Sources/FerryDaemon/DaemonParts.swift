@@ -47,7 +47,8 @@ struct DaemonParts: Sendable {
             store: store, pipeline: pipeline, maxConcurrentUploads: configuration.maxConcurrentUploads, paused: paused,
             eventsBefore: (try? await store.eventBounds().newest) ?? 0, logger: logger,
             wakeBy: { notifier.nextWatchdogDue },
-            onTurn: { notifier.watchdogIfDue() })
+            onTurn: { notifier.watchdogIfDue() },
+            spools: { runtime.configuration.spools })
         intake.onQueued = { scheduler.wake() }
         let control = ControlServer(
             path: configuration.controlSocket, access: configuration.control,

@@ -1,3 +1,5 @@
+import FerryConfig
+import FerryDelivery
 import FerryQueue
 import FerrySystem
 import Foundation
@@ -19,6 +21,8 @@ final class Scheduler: Sendable {
     let onTurn: @Sendable () async -> Void
     /// When the loop must turn next at the latest (the next watchdog ping), besides jobs falling due.
     let wakeBy: @Sendable () -> ContinuousClock.Instant?
+    /// The configured spools (their windows, slots and priorities), as of now.
+    let spools: @Sendable () -> [SpoolConfiguration]
 
     private struct State {
         var inFlight = 0
@@ -33,12 +37,17 @@ final class Scheduler: Sendable {
         var periodStart: Int64
         /// The newest event id seen while idle.
         var idleAt: Int64
+        /// Uploads in flight by spool.
+        var inFlightBySpool: [String: Int] = [:]
+        /// Where spools of one priority start taking turns this time.
+        var rotation = 0
     }
     private let state: Mutex<State>
 
     init(store: JobStore, pipeline: JobPipeline, maxConcurrentUploads: Int, paused: Set<String> = [], eventsBefore: Int64 = 0,
          logger: Logger, wakeBy: @escaping @Sendable () -> ContinuousClock.Instant? = { nil },
-         onTurn: @escaping @Sendable () async -> Void = {}) {
+         onTurn: @escaping @Sendable () async -> Void = {}, spools: @escaping @Sendable () -> [SpoolConfiguration] = { [] }) {
+        self.spools = spools
         self.store = store
         self.pipeline = pipeline
         self.state = Mutex(State(maxConcurrentUploads: maxConcurrentUploads, paused: paused, periodStart: eventsBefore, idleAt: eventsBefore))
@@ -103,6 +112,35 @@ final class Scheduler: Sendable {
         doorbell.ring()
     }
 
+    /// What one turn of the loop may start: groups of spools to claim from (``UploadSlots``), the
+    /// spools that start nothing now, and when an upload window next opens or closes.
+    struct Turn {
+        var groups: [[JobStore.SpoolSlots]]
+        var configured: Set<String>
+        var waiting: Set<String>
+        var now: Date
+        var nextWindowChange: Date?
+    }
+
+    private func turn(paused: Set<String>) -> Turn {
+        let now = BandwidthPolicy.now()
+        let calendar = Calendar.current
+        let inFlight = state.withLock { $0.inFlightBySpool }
+        var next: Date?
+        let spools = self.spools().map { spool -> UploadSlots.Spool in
+            var held = paused.contains(spool.name)
+            if let window = spool.uploadWindow {
+                let (open, change) = window.state(at: now, calendar: calendar)
+                held = held || !open
+                if let change, next == nil || change < next! { next = change }
+            }
+            return UploadSlots.Spool(name: spool.name, priority: spool.priority, cap: spool.maxConcurrentUploads,
+                                     inFlight: inFlight[spool.name] ?? 0, held: held)
+        }
+        return Turn(groups: UploadSlots.groups(spools), configured: Set(spools.map(\.name)), waiting: UploadSlots.waiting(spools),
+                    now: now, nextWindowChange: next)
+    }
+
     /// Runs until ``beginShutdown()``; then lets uploads in flight finish for up to `shutdownTimeout`
     /// and cancels the rest (they go back to the queue).
     func run(shutdownTimeout: @Sendable () -> Duration) async {
@@ -112,16 +150,28 @@ final class Scheduler: Sendable {
                 await onTurn()
                 let paused = self.paused
                 let free = paused.contains("*") ? 0 : maxConcurrentUploads - inFlight
+                let turn = self.turn(paused: paused)
                 var claimed = 0
                 if free > 0 {
                     do {
-                        let jobs = try await store.claimDue(now: Date(), limit: free, excludingSpools: paused)
+                        let rotation = state.withLock { state in
+                            state.rotation &+= 1
+                            return state.rotation
+                        }
+                        let jobs = try await store.claimDue(
+                            now: Date(), limit: free, groups: turn.groups, rotation: rotation, others: turn.configured.union(paused))
                         claimed = jobs.count
                         for job in jobs {
-                            state.withLock { $0.inFlight += 1 }
+                            state.withLock { state in
+                                state.inFlight += 1
+                                state.inFlightBySpool[job.spool, default: 0] += 1
+                            }
                             group.addTask {
                                 await self.pipeline.process(job)
-                                self.state.withLock { $0.inFlight -= 1 }
+                                self.state.withLock { state in
+                                    state.inFlight -= 1
+                                    state.inFlightBySpool[job.spool, default: 1] -= 1
+                                }
                                 self.doorbell.ring()
                             }
                         }
@@ -135,7 +185,10 @@ final class Scheduler: Sendable {
                 if claimed > 0 && claimed == free { continue }
                 // Sleep until the next job is due, the next watchdog ping, or a minute at most.
                 var deadline = min(ContinuousClock.now + .seconds(60), wakeBy() ?? .now + .seconds(60))
-                if free > 0, inFlight < maxConcurrentUploads, let due = try? await store.nextDueDate(excludingSpools: paused) {
+                if let change = turn.nextWindowChange {
+                    deadline = min(deadline, ContinuousClock.now + .milliseconds(Int64(max(0, change.timeIntervalSince(turn.now)) * 1000) + 1))
+                }
+                if free > 0, inFlight < maxConcurrentUploads, let due = try? await store.nextDueDate(excludingSpools: paused.union(turn.waiting)) {
                     let wait = due.timeIntervalSinceNow
                     let earliest = ContinuousClock.now + .milliseconds(claimed == 0 && wait <= 0 ? 100 : 0)
                     deadline = min(deadline, max(earliest, ContinuousClock.now + .milliseconds(Int64(max(0, wait) * 1000))))

@@ -34,6 +34,76 @@ extension JobStore {
         }
     }
 
+    /// A spool that may start uploads now, and how many more at most (its own
+    /// `max_concurrent_uploads` less those in flight; `Int.max` without one).
+    public struct SpoolSlots: Sendable, Hashable {
+        public var spool: String
+        public var available: Int
+
+        public init(spool: String, available: Int) {
+            self.spool = spool
+            self.available = available
+        }
+    }
+
+    /// Claims up to `limit` due jobs in one transaction, group by group (a group: spools of one
+    /// priority, highest first): within a group of one spool, its oldest due jobs; within a larger
+    /// group, one job per spool in turn starting at `rotation`, so no spool of a priority waits
+    /// behind a busier one. Then, with slots left, jobs of spools `others` does not exclude (spools
+    /// no longer configured: their pipeline says so).
+    public func claimDue(now: Date, limit: Int, groups: [[SpoolSlots]], rotation: Int, others excluded: Set<String>) async throws -> [Job] {
+        guard limit > 0 else { return [] }
+        return try await write { db in
+            let one = try db.cachedStatement(sql: """
+                SELECT * FROM job INDEXED BY job_due_by_spool WHERE spool = ? AND state IN ('queued', 'retrying') AND next_attempt_at <= ?
+                ORDER BY next_attempt_at, seq LIMIT ?
+                """)
+            var jobs: [Job] = []
+            for group in groups where jobs.count < limit {
+                if group.count == 1, let only = group.first {
+                    jobs += try Job.fetchAll(one, arguments: [only.spool, now.timeIntervalSince1970, min(limit - jobs.count, only.available)])
+                    continue
+                }
+                var available = Dictionary(uniqueKeysWithValues: group.map { ($0.spool, $0.available) })
+                let order = group.indices.map { group[($0 + rotation) % group.count].spool }
+                var progressed = true
+                while progressed && jobs.count < limit {
+                    progressed = false
+                    for spool in order where jobs.count < limit && available[spool, default: 0] > 0 {
+                        guard let job = try Job.fetchOne(one, arguments: [spool, now.timeIntervalSince1970, 1]) else {
+                            available[spool] = 0
+                            continue
+                        }
+                        // Claimed below; until then the same row must not be picked again.
+                        try db.execute(sql: "UPDATE job SET state = 'uploading' WHERE seq = ?", arguments: [job.sequence])
+                        jobs.append(job)
+                        available[spool, default: 0] -= 1
+                        progressed = true
+                    }
+                }
+            }
+            if jobs.count < limit {
+                var sql = "SELECT * FROM job INDEXED BY job_due WHERE state IN ('queued', 'retrying') AND next_attempt_at <= ?"
+                var arguments: StatementArguments = [now.timeIntervalSince1970]
+                if !excluded.isEmpty {
+                    sql += " AND spool NOT IN (\(excluded.map { _ in "?" }.joined(separator: ",")))"
+                    _ = arguments.append(contentsOf: StatementArguments(Array(excluded)))
+                }
+                sql += " ORDER BY next_attempt_at, seq LIMIT ?"
+                _ = arguments.append(contentsOf: [limit - jobs.count])
+                jobs += try Job.fetchAll(db, sql: sql, arguments: arguments)
+            }
+            let claim = try db.cachedStatement(sql: "UPDATE job SET state = 'uploading', updated_at = ? WHERE seq = ?")
+            for index in jobs.indices {
+                jobs[index].state = .uploading
+                jobs[index].updatedAt = now
+                try claim.execute(arguments: [now.timeIntervalSince1970, jobs[index].sequence])
+                try JobEvent.record(db, jobs[index], kind: .started, at: now, attempt: jobs[index].attempts + 1)
+            }
+            return jobs
+        }
+    }
+
     /// When the earliest queued or retrying job becomes due (possibly in the past), or `nil` if none waits.
     public func nextDueDate(excludingSpools paused: Set<String> = []) async throws -> Date? {
         try await pool.read { db in

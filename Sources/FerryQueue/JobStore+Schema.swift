@@ -160,6 +160,13 @@ extension JobStore {
                 CREATE INDEX hook_run_due ON hook_run(next_at) WHERE state = 'pending';
                 """)
         }
+        migrator.registerMigration("v8: due jobs by spool") { db in
+            try db.execute(sql: """
+                -- The oldest due jobs of one spool (slots and priority per spool, spools taking turns).
+                CREATE INDEX job_due_by_spool ON job(spool, next_attempt_at, seq)
+                    WHERE state IN ('queued', 'retrying');
+                """)
+        }
         return migrator
     }
 }

@@ -1,0 +1,77 @@
+import FerryQueue
+import FerryReceiver
+import FerryTestSupport
+import Foundation
+import Testing
+
+/// Upload windows, per-spool slots and priority, through the real ferryd.
+@Suite("Traffic policy: windows, slots, priority", .serialized)
+struct TrafficPolicyTests {
+    /// ferryd's clock offset (`FERRY_TEST_CLOCK_OFFSET`) that puts UTC noon today `seconds` away.
+    static func offset(toNoonIn seconds: TimeInterval) -> String {
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = TimeZone(identifier: "UTC")!
+        let noon = calendar.date(bySettingHour: 12, minute: 0, second: 0, of: Date())!
+        return String(noon.timeIntervalSinceNow - seconds)
+    }
+
+    @Test("outside its upload window a file is queued, not started; it goes when the window opens")
+    func windowOpens() async throws {
+        let spool = TestSpool(options: ["upload_window = [\"12:00-13:00\"]"])
+        try await withDaemonHarness(spools: [spool]) { harness in
+            let start = ContinuousClock.now
+            try await harness.start(environment: ["FERRY_TEST_CLOCK_OFFSET": Self.offset(toNoonIn: 3), "TZ": "UTC"])
+            try harness.drop("night.txt", Array("after dark".utf8))
+            try await waitUntil("the file to be queued") { try await jobs(harness).count == 1 }
+            #expect(try await jobs(harness).first?.state == .queued)
+            #expect(harness.receiver.requests.isEmpty, "nothing is sent outside the window")
+            try await harness.waitForAccepted(1)
+            let elapsed = ContinuousClock.now - start
+            #expect(elapsed >= .seconds(2.5) && elapsed <= .seconds(6), "sent \(elapsed) after the start; the window opened at 3 s")
+        }
+    }
+
+    @Test("slots short: the higher priority spool goes first; spools of one priority take turns")
+    func priorityAndTurns() async throws {
+        let spools = [
+            TestSpool(name: "bulk", options: ["priority = 0"]), TestSpool(name: "other", options: ["priority = 0"]),
+            TestSpool(name: "urgent", options: ["priority = 10"]),
+        ]
+        try await withDaemonHarness(spools: spools, topLevel: ["max_concurrent_uploads = 1"]) { harness in
+            try await harness.start()
+            #expect(try await harness.ctl("pause").status == 0)
+            for index in 0..<6 { try harness.drop("b\(index).txt", Array("b".utf8), spool: "bulk") }
+            try await waitUntil("bulk's files to be queued") { try await jobs(harness).count == 6 }
+            for index in 0..<2 { try harness.drop("o\(index).txt", Array("o".utf8), spool: "other") }
+            for index in 0..<2 { try harness.drop("u\(index).txt", Array("u".utf8), spool: "urgent") }
+            try await waitUntil("all files to be queued") { try await jobs(harness).count == 10 }
+            #expect(try await harness.ctl("resume").status == 0)
+            try await harness.waitForAccepted(10)
+            let order = harness.receiver.acceptedRequests.map { $0.uri.split(separator: "/").last.map(String.init) ?? "" }
+            #expect(Array(order.prefix(2)) == ["urgent", "urgent"], "\(order)")
+            // bulk's six are older, but other's two are not left until they are all sent.
+            let others = order.indices.filter { order[$0] == "other" }
+            #expect(others.allSatisfy { $0 < 7 }, "other's files at \(others) in \(order)")
+        }
+    }
+
+    @Test("a spool's own max_concurrent_uploads bounds its uploads within the daemon's")
+    func spoolSlots() async throws {
+        let scratch = try TemporaryDirectory()
+        let receiver = try await Receiver.start(directory: scratch.url("received"), discard: true)
+        // Slow the link so the uploads overlap, and count how many are in flight at once.
+        let proxy = try await CutProxy(target: receiver.port, rate: 256 * 1024, logPath: scratch.url("proxy.log"))
+        let spool = TestSpool(options: ["protocol = \"put\"", "max_concurrent_uploads = 2"])
+        try await withDaemonHarness(spools: [spool], topLevel: ["max_concurrent_uploads = 8"], url: proxy.url + "/in") { harness in
+            try await harness.start()
+            #expect(try await harness.ctl("pause").status == 0)
+            for index in 0..<5 { try harness.drop("f\(index).bin", pseudoRandomBytes(256 * 1024, seed: UInt64(index))) }
+            try await waitUntil("the files to be queued") { try await jobs(harness).count == 5 }
+            #expect(try await harness.ctl("resume").status == 0)
+            try await waitUntil("every delivery", timeout: .seconds(60)) { try await jobs(harness).allSatisfy { $0.state == .done } }
+            #expect(try proxy.stats().mostInFlight == 2)
+        }
+        await proxy.stop()
+        try await receiver.stop()
+    }
+}
