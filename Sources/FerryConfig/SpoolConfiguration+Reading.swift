@@ -12,7 +12,7 @@ extension SpoolConfiguration {
         "name", "directory", "recursive", "url", "protocol", "file_content_type", "settle", "after_upload",
         "sent_directory", "failed_directory", "fields", "headers", "retry", "ca_file", "connect_timeout",
         "no_progress_timeout", "send_headers_to", "trust_early_answers", "bandwidth_limit", "bandwidth_schedule",
-        "upload_window", "max_concurrent_uploads", "priority",
+        "upload_window", "window_end", "max_concurrent_uploads", "priority",
     ]
 
     /// Every key of a spool table: the common ones and each protocol's own.
@@ -84,6 +84,17 @@ extension SpoolConfiguration {
         let bandwidthLimit = reader.bandwidth("bandwidth_limit") ?? .off
         let bandwidthSchedule = reader.bandwidthSchedule("bandwidth_schedule")
         let uploadWindow = reader.uploadWindow("upload_window")
+        var pausesAtWindowEnd = false
+        if let text = reader.string("window_end") {
+            switch text {
+            case "finish": break
+            case "pause": pausesAtWindowEnd = true
+            default: context.report(reader.path.appending("window_end"), "window_end must be \"finish\" or \"pause\", not \"\(text)\"")
+            }
+            if uploadWindow == nil {
+                context.report(reader.path.appending("window_end"), "window_end applies only with an upload_window")
+            }
+        }
         let maxConcurrentUploads = reader.int("max_concurrent_uploads", in: 1...256)
         let priority = reader.int("priority", in: -100...100) ?? 0
 
@@ -99,6 +110,7 @@ extension SpoolConfiguration {
         spool.bandwidthLimit = bandwidthLimit
         spool.bandwidthSchedule = bandwidthSchedule
         spool.uploadWindow = uploadWindow
+        spool.pausesAtWindowEnd = pausesAtWindowEnd
         spool.maxConcurrentUploads = maxConcurrentUploads
         spool.priority = priority
         self = spool

@@ -64,6 +64,10 @@ public struct SpoolConfiguration: Sendable, Equatable {
     public var bandwidthSchedule: BandwidthSchedule?
     /// When uploads may start (`upload_window`); `nil`: at any time.
     public var uploadWindow: UploadWindow?
+    /// When the window closes with uploads in flight: `false` (`window_end = "finish"`, the
+    /// default) lets them finish; `true` (`"pause"`) stops them, queued again, resumed later where
+    /// the protocol can resume.
+    public var pausesAtWindowEnd = false
     /// At most this many of the spool's uploads at once, within `max_concurrent_uploads`; `nil`: no
     /// limit of its own.
     public var maxConcurrentUploads: Int?

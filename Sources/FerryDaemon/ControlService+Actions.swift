@@ -164,7 +164,7 @@ extension ControlService {
 
     private static func reason(of intervention: Intervention) -> String {
         switch intervention {
-        case .hold(let reason), .cancel(let reason): reason
+        case .hold(let reason), .cancel(let reason), .requeue(let reason): reason
         }
     }
 

@@ -148,11 +148,19 @@ final class ControlService: Sendable {
         let counts = try await store.counts()
         let configuration = runtime.configuration
         let paused = scheduler.paused
+        let now = BandwidthPolicy.now()
         var spools = configuration.spools.map { spool in
-            SpoolStatus(
+            var status = SpoolStatus(
                 name: spool.name, directory: spool.directory, paused: paused.contains("*") || paused.contains(spool.name),
                 counts: Self.allStates(counts[spool.name] ?? [:]), settling: runtime.watcher(named: spool.name)?.settlingCount ?? 0,
                 problem: problems[spool.name])
+            if let window = spool.uploadWindow {
+                let (open, change) = window.state(at: now, calendar: Calendar.current)
+                status.windowOpen = open
+                // As a real time: the offset clock of the tests is ferryd's own.
+                status.windowChange = change.map { Date().addingTimeInterval($0.timeIntervalSince(now)) }
+            }
+            return status
         }
         for (name, byState) in counts.sorted(by: { $0.key < $1.key }) where configuration.spool(named: name) == nil {
             spools.append(SpoolStatus(name: name, directory: "", paused: false, counts: Self.allStates(byState), settling: 0))

@@ -132,6 +132,7 @@ final class Scheduler: Sendable {
             if let window = spool.uploadWindow {
                 let (open, change) = window.state(at: now, calendar: calendar)
                 held = held || !open
+                if !open && spool.pausesAtWindowEnd { pauseInFlight(of: spool.name) }
                 if let change, next == nil || change < next! { next = change }
             }
             return UploadSlots.Spool(name: spool.name, priority: spool.priority, cap: spool.maxConcurrentUploads,
@@ -139,6 +140,15 @@ final class Scheduler: Sendable {
         }
         return Turn(groups: UploadSlots.groups(spools), configured: Set(spools.map(\.name)), waiting: UploadSlots.waiting(spools),
                     now: now, nextWindowChange: next)
+    }
+
+    /// `window_end = "pause"`: the spool's uploads in flight stop and are queued again.
+    private func pauseInFlight(of spool: String) {
+        let activity = pipeline.activity
+        for job in activity.jobs(ofSpool: spool) where activity.intervention(for: job) == nil {
+            logger.notice("the spool's upload window closed; pausing its upload", metadata: ["job": "\(job.id)", "spool": "\(spool)"])
+            Task { await activity.stop(job, .requeue(reason: "the upload window closed (window_end = \"pause\")"), timeout: .seconds(10)) }
+        }
     }
 
     /// Runs until ``beginShutdown()``; then lets uploads in flight finish for up to `shutdownTimeout`

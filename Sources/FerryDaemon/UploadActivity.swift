@@ -59,6 +59,11 @@ final class ActiveJobs: Sendable {
         for waiter in waiters { waiter.ring() }
     }
 
+    /// The jobs of `spool` being processed right now.
+    func jobs(ofSpool spool: String) -> [Job] {
+        entries.withLock { $0.values.filter { $0.job.spool == spool }.map(\.job) }
+    }
+
     /// Whether the job is being processed right now.
     func contains(_ job: Job) -> Bool {
         entries.withLock { $0[job.sequence ?? -1] != nil }

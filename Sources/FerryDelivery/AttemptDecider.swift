@@ -211,6 +211,10 @@ public enum AttemptDecider {
     private static func stopped(_ input: AttemptInput) -> AttemptDecision {
         let counted: AttemptOutcome? = input.requested ? .interrupted : nil
         switch input.intervention {
+        case .requeue(let reason):
+            return AttemptDecision(
+                record: .attempt(.interrupted(at: input.now, reason: reason)), followUps: [.clearLocalProblem, .forgetBody], counted: counted,
+                log: LogEntry(.notice, "upload paused; it goes on when its spool may upload again", ["reason": reason]))
         case .hold(let reason):
             return AttemptDecision(
                 record: .attempt(.held(reason: reason)), followUps: [.clearLocalProblem, .forgetBody], counted: counted,

@@ -89,8 +89,12 @@ enum StatusView {
         var table = TextTable([.init("name")] + countedStates.map { .init($0.rawValue, rightAligned: true) }
             + [.init("settling", rightAligned: true), .init("")])
         for spool in spools {
-            table.append([spool.name] + countedStates.map { String(spool.counts[$0.rawValue] ?? 0) }
-                + [String(spool.settling), spool.paused ? "paused" : ""])
+            var note = spool.paused ? "paused" : ""
+            if let open = spool.windowOpen {
+                let change = spool.windowChange.map { " \(open ? "closes" : "opens") \(Format.relative($0, now: Date()))" } ?? ""
+                note += (note.isEmpty ? "" : "; ") + (open ? "window open" : "window closed") + change
+            }
+            table.append([spool.name] + countedStates.map { String(spool.counts[$0.rawValue] ?? 0) } + [String(spool.settling), note])
         }
         return table.render()
     }

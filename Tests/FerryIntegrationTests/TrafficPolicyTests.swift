@@ -25,10 +25,36 @@ struct TrafficPolicyTests {
             try await waitUntil("the file to be queued") { try await jobs(harness).count == 1 }
             #expect(try await jobs(harness).first?.state == .queued)
             #expect(harness.receiver.requests.isEmpty, "nothing is sent outside the window")
+            let spoolStatus = try #require((try await harness.ctl("status", "--json").json()["spools"] as? [[String: Any]])?.first)
+            #expect(spoolStatus["window_open"] as? Bool == false && spoolStatus["window_change"] != nil, "\(spoolStatus)")
+            let text = try await harness.ctl("status")
+            #expect(text.stdout.contains("window closed opens"), "\(text)")
             try await harness.waitForAccepted(1)
             let elapsed = ContinuousClock.now - start
             #expect(elapsed >= .seconds(2.5) && elapsed <= .seconds(6), "sent \(elapsed) after the start; the window opened at 3 s")
         }
+    }
+
+    @Test("window_end = \"pause\": an upload in flight when the window closes stops, queued again, not counted")
+    func windowEndPauses() async throws {
+        let scratch = try TemporaryDirectory()
+        let receiver = try await Receiver.start(directory: scratch.url("received"), discard: true)
+        let spool = TestSpool(options: [
+            "protocol = \"put\"", "upload_window = [\"11:00-12:00\"]", "window_end = \"pause\"", "bandwidth_limit = \"1MiB/s\"",
+        ])
+        try await withDaemonHarness(spools: [spool], url: receiver.url(path: "/in")) { harness in
+            try await harness.start(environment: ["FERRY_TEST_CLOCK_OFFSET": Self.offset(toNoonIn: 3), "TZ": "UTC"])
+            try harness.drop("long.bin", pseudoRandomBytes(32 << 20, seed: 5))
+            try await waitUntil("the upload to be under way") { (receiver.requests.first?.bodyBytes ?? 0) > 0 }
+            try await waitUntil("the upload to be paused when the window closes", timeout: .seconds(15)) {
+                let state = try await jobs(harness).first?.state
+                return harness.daemon?.log.contains("pausing its upload") == true && state == .queued
+            }
+            let job = try #require(try await jobs(harness).first)
+            #expect(job.attempts == 0, "a paused upload is not an attempt")
+            #expect(fileExists(harness.spoolPath() + "/long.bin"))
+        }
+        try await receiver.stop()
     }
 
     @Test("slots short: the higher priority spool goes first; spools of one priority take turns")

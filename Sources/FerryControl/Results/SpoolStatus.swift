@@ -1,3 +1,5 @@
+import Foundation
+
 /// One spool in `status`.
 public struct SpoolStatus: Sendable, Codable, Hashable {
     public var name: String
@@ -10,6 +12,15 @@ public struct SpoolStatus: Sendable, Codable, Hashable {
     /// A local problem holding the spool's uploads back (the state directory is full, a file cannot
     /// be read), while it lasts; absent when there is none (so clients that predate it are unaffected).
     public var problem: SpoolProblem?
+    /// With an `upload_window`: whether it is open now.
+    public var windowOpen: Bool?
+    /// With an `upload_window`: when it next opens (or closes, while open).
+    public var windowChange: Date?
+
+    enum CodingKeys: String, CodingKey {
+        case name, directory, paused, counts, settling, problem
+        case windowOpen = "window_open", windowChange = "window_change"
+    }
 
     public init(name: String, directory: String, paused: Bool, counts: [String: Int], settling: Int, problem: SpoolProblem? = nil) {
         self.name = name
