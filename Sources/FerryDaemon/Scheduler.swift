@@ -168,8 +168,7 @@ final class Scheduler: Sendable {
                             state.rotation &+= 1
                             return state.rotation
                         }
-                        let jobs = try await store.claimDue(
-                            now: Date(), limit: free, groups: turn.groups, rotation: rotation, others: turn.configured.union(paused))
+                        let jobs = try await store.claimDue(now: Date(), limit: free, groups: turn.groups, rotation: rotation)
                         claimed = jobs.count
                         for job in jobs {
                             state.withLock { state in
@@ -198,7 +197,7 @@ final class Scheduler: Sendable {
                 if let change = turn.nextWindowChange {
                     deadline = min(deadline, ContinuousClock.now + .milliseconds(Int64(max(0, change.timeIntervalSince(turn.now)) * 1000) + 1))
                 }
-                if free > 0, inFlight < maxConcurrentUploads, let due = try? await store.nextDueDate(excludingSpools: paused.union(turn.waiting)) {
+                if free > 0, inFlight < maxConcurrentUploads, let due = try? await store.nextDueDate(inSpools: turn.configured.subtracting(paused).subtracting(turn.waiting)) {
                     let wait = due.timeIntervalSinceNow
                     let earliest = ContinuousClock.now + .milliseconds(claimed == 0 && wait <= 0 ? 100 : 0)
                     deadline = min(deadline, max(earliest, ContinuousClock.now + .milliseconds(Int64(max(0, wait) * 1000))))

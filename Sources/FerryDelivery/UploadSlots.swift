@@ -4,7 +4,7 @@ import FerryQueue
 /// flight: pure, so the rules read as a table. Spools outside their `upload_window` or paused start
 /// nothing; a spool at its own `max_concurrent_uploads` waits for one of its uploads to end; the
 /// rest form groups by `priority`, highest first, and within a group take turns (the queue's
-/// ``JobStore/claimDue(now:limit:groups:rotation:others:)``).
+/// ``JobStore/claimDue(now:limit:groups:rotation:)``).
 public enum UploadSlots {
     /// One configured spool, as the scheduler sees it at a turn.
     public struct Spool: Sendable, Equatable {

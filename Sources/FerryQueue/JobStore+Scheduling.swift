@@ -49,9 +49,9 @@ extension JobStore {
     /// Claims up to `limit` due jobs in one transaction, group by group (a group: spools of one
     /// priority, highest first): within a group of one spool, its oldest due jobs; within a larger
     /// group, one job per spool in turn starting at `rotation`, so no spool of a priority waits
-    /// behind a busier one. Then, with slots left, jobs of spools `others` does not exclude (spools
-    /// no longer configured: their pipeline says so).
-    public func claimDue(now: Date, limit: Int, groups: [[SpoolSlots]], rotation: Int, others excluded: Set<String>) async throws -> [Job] {
+    /// behind a busier one. Jobs of spools in no group (paused, outside their window, or no longer
+    /// configured) stay queued.
+    public func claimDue(now: Date, limit: Int, groups: [[SpoolSlots]], rotation: Int) async throws -> [Job] {
         guard limit > 0 else { return [] }
         return try await write { db in
             let one = try db.cachedStatement(sql: """
@@ -82,17 +82,6 @@ extension JobStore {
                     }
                 }
             }
-            if jobs.count < limit {
-                var sql = "SELECT * FROM job INDEXED BY job_due WHERE state IN ('queued', 'retrying') AND next_attempt_at <= ?"
-                var arguments: StatementArguments = [now.timeIntervalSince1970]
-                if !excluded.isEmpty {
-                    sql += " AND spool NOT IN (\(excluded.map { _ in "?" }.joined(separator: ",")))"
-                    _ = arguments.append(contentsOf: StatementArguments(Array(excluded)))
-                }
-                sql += " ORDER BY next_attempt_at, seq LIMIT ?"
-                _ = arguments.append(contentsOf: [limit - jobs.count])
-                jobs += try Job.fetchAll(db, sql: sql, arguments: arguments)
-            }
             let claim = try db.cachedStatement(sql: "UPDATE job SET state = 'uploading', updated_at = ? WHERE seq = ?")
             for index in jobs.indices {
                 jobs[index].state = .uploading
@@ -101,6 +90,23 @@ extension JobStore {
                 try JobEvent.record(db, jobs[index], kind: .started, at: now, attempt: jobs[index].attempts + 1)
             }
             return jobs
+        }
+    }
+
+    /// When the earliest queued or retrying job of `spools` becomes due (possibly in the past), or
+    /// `nil` if none waits: one index seek per spool.
+    public func nextDueDate(inSpools spools: Set<String>) async throws -> Date? {
+        guard !spools.isEmpty else { return nil }
+        return try await pool.read { db in
+            let first = try db.cachedStatement(sql: """
+                SELECT next_attempt_at FROM job INDEXED BY job_due_by_spool WHERE spool = ? AND state IN ('queued', 'retrying')
+                ORDER BY next_attempt_at LIMIT 1
+                """)
+            var earliest: Double?
+            for spool in spools {
+                if let due = try Double.fetchOne(first, arguments: [spool]), earliest == nil || due < earliest! { earliest = due }
+            }
+            return earliest.map(Date.init(timeIntervalSince1970:))
         }
     }
 
