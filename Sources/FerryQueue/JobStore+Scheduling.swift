@@ -22,15 +22,7 @@ extension JobStore {
             _ = arguments.append(contentsOf: [limit])
             // Cached statements: compiling costs more than running them (GRDB's authorizer is called
             // for every column a statement reads).
-            var jobs = try Job.fetchAll(db.cachedStatement(sql: sql), arguments: arguments)
-            let claim = try db.cachedStatement(sql: "UPDATE job SET state = 'uploading', updated_at = ? WHERE seq = ?")
-            for index in jobs.indices {
-                jobs[index].state = .uploading
-                jobs[index].updatedAt = now
-                try claim.execute(arguments: [now.timeIntervalSince1970, jobs[index].sequence])
-                try JobEvent.record(db, jobs[index], kind: .started, at: now, attempt: jobs[index].attempts + 1)
-            }
-            return jobs
+            return try Self.markClaimed(Job.fetchAll(db.cachedStatement(sql: sql), arguments: arguments), db, now: now)
         }
     }
 
@@ -47,9 +39,8 @@ extension JobStore {
     }
 
     /// Claims up to `limit` due jobs in one transaction, group by group (a group: spools of one
-    /// priority, highest first): within a group of one spool, its oldest due jobs; within a larger
-    /// group, one job per spool in turn starting at `rotation`, so no spool of a priority waits
-    /// behind a busier one. Jobs of spools in no group (paused, outside their window, or no longer
+    /// priority, highest first): within a group, one job per spool in turn (each spool's oldest due
+    /// first), starting at `rotation`, so no spool of a priority waits behind a busier one. Jobs of spools in no group (paused, outside their window, or no longer
     /// configured) stay queued.
     public func claimDue(now: Date, limit: Int, groups: [[SpoolSlots]], rotation: Int) async throws -> [Job] {
         guard limit > 0 else { return [] }
@@ -60,37 +51,32 @@ extension JobStore {
                 """)
             var jobs: [Job] = []
             for group in groups where jobs.count < limit {
-                if group.count == 1, let only = group.first {
-                    jobs += try Job.fetchAll(one, arguments: [only.spool, now.timeIntervalSince1970, min(limit - jobs.count, only.available)])
-                    continue
+                // Each spool's oldest due jobs (as many as could be taken), then one of each in turn.
+                let order = group.indices.map { group[($0 + rotation) % group.count] }
+                var queues = try order.map { slots in
+                    try Job.fetchAll(one, arguments: [slots.spool, now.timeIntervalSince1970, min(limit - jobs.count, slots.available)])[...]
                 }
-                var available = Dictionary(uniqueKeysWithValues: group.map { ($0.spool, $0.available) })
-                let order = group.indices.map { group[($0 + rotation) % group.count].spool }
-                var progressed = true
-                while progressed && jobs.count < limit {
-                    progressed = false
-                    for spool in order where jobs.count < limit && available[spool, default: 0] > 0 {
-                        guard let job = try Job.fetchOne(one, arguments: [spool, now.timeIntervalSince1970, 1]) else {
-                            available[spool] = 0
-                            continue
-                        }
-                        // Claimed below; until then the same row must not be picked again.
-                        try db.execute(sql: "UPDATE job SET state = 'uploading' WHERE seq = ?", arguments: [job.sequence])
-                        jobs.append(job)
-                        available[spool, default: 0] -= 1
-                        progressed = true
+                while jobs.count < limit, queues.contains(where: { !$0.isEmpty }) {
+                    for index in queues.indices where jobs.count < limit {
+                        if let job = queues[index].popFirst() { jobs.append(job) }
                     }
                 }
             }
-            let claim = try db.cachedStatement(sql: "UPDATE job SET state = 'uploading', updated_at = ? WHERE seq = ?")
-            for index in jobs.indices {
-                jobs[index].state = .uploading
-                jobs[index].updatedAt = now
-                try claim.execute(arguments: [now.timeIntervalSince1970, jobs[index].sequence])
-                try JobEvent.record(db, jobs[index], kind: .started, at: now, attempt: jobs[index].attempts + 1)
-            }
-            return jobs
+            return try Self.markClaimed(jobs, db, now: now)
         }
+    }
+
+    /// Moves `jobs` to `uploading`, each with its `started` event, inside the caller's transaction.
+    private static func markClaimed(_ jobs: [Job], _ db: Database, now: Date) throws -> [Job] {
+        var jobs = jobs
+        let claim = try db.cachedStatement(sql: "UPDATE job SET state = 'uploading', updated_at = ? WHERE seq = ?")
+        for index in jobs.indices {
+            jobs[index].state = .uploading
+            jobs[index].updatedAt = now
+            try claim.execute(arguments: [now.timeIntervalSince1970, jobs[index].sequence])
+            try JobEvent.record(db, jobs[index], kind: .started, at: now, attempt: jobs[index].attempts + 1)
+        }
+        return jobs
     }
 
     /// When the earliest queued or retrying job of `spools` becomes due (possibly in the past), or
