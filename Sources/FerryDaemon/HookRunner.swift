@@ -112,19 +112,15 @@ final class HookRunner: Sendable {
     /// not started again meanwhile); returns whether it was recorded as this run's.
     @discardableResult
     private func record(_ next: HookRun, replacing previous: HookRun, log: Logger) async -> Bool {
-        var delay = Duration.milliseconds(500)
-        while !Task.isCancelled {
-            do {
-                let recorded = try await store.recordHookRun(next, replacing: previous)
-                if !recorded { log.debug("the hook was queued anew meanwhile (the job has a newer outcome); this run's end is not recorded") }
-                return recorded
-            } catch {
-                log.error("cannot record a hook's run in the queue; retrying", metadata: ["error": "\(error)", "retry_in_ms": "\(delay / .milliseconds(1))"])
-                try? await Task.sleep(for: delay)
-                delay = min(delay * 2, .seconds(30))
+        do {
+            let recorded = try await RetriedWrite.run(logging: "cannot record a hook's run in the queue; retrying", to: log) {
+                try await store.recordHookRun(next, replacing: previous)
             }
+            if !recorded { log.debug("the hook was queued anew meanwhile (the job has a newer outcome); this run's end is not recorded") }
+            return recorded
+        } catch {
+            return false  // stopping: the run stays pending and runs again at the next start
         }
-        return false
     }
 
     /// Does the work of one run: how it ended and the tail of its output.

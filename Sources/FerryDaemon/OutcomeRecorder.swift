@@ -29,18 +29,6 @@ struct OutcomeRecorder: Sendable {
     }
 
     private func persist<T>(_ write: () async throws -> T) async throws -> T {
-        var delay = Duration.milliseconds(500)
-        while true {
-            do {
-                return try await write()
-            } catch {
-                if Task.isCancelled { throw error }
-                logger.error("cannot record a job's outcome in the queue; retrying", metadata: [
-                    "error": "\(error)", "retry_in_ms": "\(delay / .milliseconds(1))",
-                ])
-                try await Task.sleep(for: delay)
-                delay = min(delay * 2, .seconds(30))
-            }
-        }
+        try await RetriedWrite.run(logging: "cannot record a job's outcome in the queue; retrying", to: logger, write)
     }
 }
