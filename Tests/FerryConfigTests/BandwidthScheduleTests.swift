@@ -79,15 +79,8 @@ struct BandwidthScheduleTests {
         ("bandwidth_limit = \"fast\"", "bandwidth_limit: expected a rate such as \"4MiB/s\""),
     ])
     func mistakes(_ lines: String, _ message: String) {
-        let spool = """
-            [[spool]]
-            name = "s"
-            directory = "/srv/s"
-            url = "http://127.0.0.1/in"
-            """
-        for text in [lines + "\n" + spool, spool + "\n" + lines] {
-            let found = issues(text).map(\.description)
-            #expect(found.count == 1 && found[0].hasPrefix("/etc/ferry/ferry.toml:") && found[0].contains(message), "\(found)")
+        for text in [lines + "\n" + minimalSpool, minimalSpool + "\n" + lines] {
+            expectOneIssue(text, message)
         }
     }
 

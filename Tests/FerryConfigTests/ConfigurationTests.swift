@@ -23,6 +23,15 @@ func issues(_ text: String, loader: ConfigurationLoader = loader(), sourceLocati
     }
 }
 
+/// Expects `text` to be refused with exactly one issue, naming the file and line, that contains `message`.
+func expectOneIssue(
+    _ text: String, _ message: String, loader: ConfigurationLoader = loader(), sourceLocation: SourceLocation = #_sourceLocation
+) {
+    let found = issues(text, loader: loader, sourceLocation: sourceLocation).map(\.description)
+    #expect(found.count == 1 && found[0].hasPrefix("/etc/ferry/ferry.toml:") && found[0].contains(message), "\(found)",
+            sourceLocation: sourceLocation)
+}
+
 let minimalSpool = """
     [[spool]]
     name = "media"

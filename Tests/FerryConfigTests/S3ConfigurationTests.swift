@@ -47,8 +47,7 @@ struct S3ConfigurationTests {
         ("part_concurrency = 16", "spool[0].part_concurrency: 16 is out of range; use 1 to 8"),
     ])
     func mistakes(_ line: String, _ message: String) {
-        let found = issues(Self.s3Spool + "\n" + line, loader: loader(environment: Self.environment)).map(\.description)
-        #expect(found.count == 1 && found[0].hasPrefix("/etc/ferry/ferry.toml:") && found[0].contains(message), "\(found)")
+        expectOneIssue(Self.s3Spool + "\n" + line, message, loader: loader(environment: Self.environment))
     }
 
     @Test("bucket and credentials are required; an empty secret is named")

@@ -38,14 +38,6 @@ struct UploadWindowTests {
         ("priority = 1000", "spool[0].priority: 1000 is out of range; use -100 to 100"),
     ])
     func mistakes(_ line: String, _ message: String) {
-        let text = """
-            [[spool]]
-            name = "s"
-            directory = "/srv/s"
-            url = "http://127.0.0.1/in"
-            \(line)
-            """
-        let found = issues(text).map(\.description)
-        #expect(found.count == 1 && found[0].hasPrefix("/etc/ferry/ferry.toml:") && found[0].contains(message), "\(found)")
+        expectOneIssue(minimalSpool + "\n" + line, message)
     }
 }

@@ -28,6 +28,21 @@ struct HookTests {
         try await hooks(harness, id).first { $0["kind"] as? String == kind }
     }
 
+    /// Makes `hook` the spool's `on_delivered` (with `lines` before it: plain spool keys), starts
+    /// ferryd, delivers one file and waits until the hook's run is `state`; returns the job id and
+    /// the run as `show --json` reports it.
+    static func runHook(_ harness: DaemonHarness, _ hook: String, _ lines: [String], until state: String) async throws -> (String, [String: Any]) {
+        try (lines + ["[spool.hooks]", "on_delivered = [\"\(hook)\"]"]).joined(separator: "\n").insertIntoSpool(harness.configPath)
+        try await harness.start()
+        try harness.drop("a.txt", Array("x".utf8))
+        try await harness.waitForQuiet()
+        let id = try #require(try await jobs(harness).first).id.rawValue
+        try await waitUntil("the hook to be \(state)", timeout: .seconds(60)) {
+            try await Self.hook(harness, id, "delivered")?["state"] as? String == state
+        }
+        return (id, try #require(try await Self.hook(harness, id, "delivered")))
+    }
+
     /// Makes `hook` the spool's `on_delivered` (with `settings`, more lines of `[spool.hooks]`),
     /// starts ferryd, drops one file and waits until the hook has written `marker`.
     static func startHook(_ harness: DaemonHarness, _ hook: String, _ settings: [String], waitingFor marker: String) async throws {
@@ -88,19 +103,7 @@ struct HookTests {
             [ $n -ge 4 ] || { echo "not yet" >&2; exit 1; }
             """)
         try await withDaemonHarness { harness in
-            try """
-            hook_max_attempts = 5
-            [spool.hooks]
-            on_delivered = ["\(hook)"]
-            """.insertIntoSpool(harness.configPath)
-            try await harness.start()
-            try harness.drop("a.txt", Array("x".utf8))
-            try await harness.waitForQuiet()
-            let id = try #require(try await jobs(harness).first).id.rawValue
-            try await waitUntil("the hook to succeed", timeout: .seconds(60)) {
-                try await Self.hook(harness, id, "delivered")?["state"] as? String == "succeeded"
-            }
-            let run = try #require(try await Self.hook(harness, id, "delivered"))
+            let (_, run) = try await Self.runHook(harness, hook, ["hook_max_attempts = 5"], until: "succeeded")
             #expect(run["attempts"] as? Int == 4)
             #expect(run["exit_status"] as? Int == 0)
             #expect(try String(contentsOfFile: counter, encoding: .utf8) == "4\n")
@@ -185,19 +188,7 @@ struct HookTests {
             exit 3
             """)
         try await withDaemonHarness { harness in
-            try """
-            hook_max_attempts = 1
-            [spool.hooks]
-            on_delivered = ["\(hook)"]
-            """.insertIntoSpool(harness.configPath)
-            try await harness.start()
-            try harness.drop("a.txt", Array("x".utf8))
-            try await harness.waitForQuiet()
-            let id = try #require(try await jobs(harness).first).id.rawValue
-            try await waitUntil("the hook to end", timeout: .seconds(60)) {
-                try await Self.hook(harness, id, "delivered")?["state"] as? String == "gave_up"
-            }
-            let run = try #require(try await Self.hook(harness, id, "delivered"))
+            let (_, run) = try await Self.runHook(harness, hook, ["hook_max_attempts = 1"], until: "gave_up")
             #expect(run["exit_status"] as? Int == 3)
             let output = try #require(run["output"] as? String)
             #expect(output.hasSuffix("the last line\n") || output.hasSuffix("the last line"), "\(output.suffix(200))")
