@@ -299,12 +299,14 @@ struct JobStoreTests {
         #expect(stored == Set((0..<200).filter { $0 % 7 != 0 }.map { "s\($0)" }))
     }
 
-    @Test("The scheduler's queries use the job_due index, and counting uses a covering index")
+    @Test("The scheduler's queries use the per-spool due index (INDEXED BY: they fail without it), and counting uses a covering index")
     func schedulerQueryPlans() async throws {
         let queue = try TestQueue()
         _ = try await queue.store.enqueue((1...50).map { file("f\($0)", inode: UInt64($0)) }, now: Date(), makeBoundary: boundary)
-        #expect(try await queue.store.claimDue(now: Date(), limit: 3, excludingSpools: ["x"]).count == 3)
-        #expect(try await queue.store.nextDueDate(excludingSpools: ["x"]) != nil)
+        let groups = [[JobStore.SpoolSlots(spool: "s", available: .max)]]
+        #expect(try await queue.store.claimDue(now: Date(), limit: 3, groups: groups, rotation: 0).count == 3)
+        #expect(try await queue.store.nextDueDate(inSpools: ["s", "x"]) != nil)
+        #expect(try await queue.store.nextDueDate(inSpools: ["x"]) == nil)
         let reader = try DatabaseQueue(path: queue.path)
         defer { try? reader.close() }
         let plan = try await reader.read { db in
