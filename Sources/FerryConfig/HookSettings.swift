@@ -75,14 +75,10 @@ extension HookSettings {
             }
             argv.append(template)
         }
-        if index0IsRelative(argv[0]) {
+        if !argv[0].placeholders.isEmpty || !argv[0].text.hasPrefix("/") {
             reader.context.report(path.appending(index: 0), "the program must be an absolute path such as \"/usr/local/bin/notify\" (hooks do not search PATH)")
             return nil
         }
         return argv
-    }
-
-    private static func index0IsRelative(_ template: ValueTemplate) -> Bool {
-        !template.placeholders.isEmpty || !template.text.hasPrefix("/")
     }
 }
