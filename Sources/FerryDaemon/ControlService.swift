@@ -199,7 +199,7 @@ final class ControlService: Sendable {
         if let status = job.responseStatus {
             var info = ResponseInfo(
                 status: status, contentType: job.responseContentType, body: nil, bodyBase64: nil,
-                headers: job.responseHeaders.isEmpty ? nil : ResultDocument.joined(job.responseHeaders))
+                headers: job.responseHeaders.byName)
             if peer.access != .control {
                 info.bodyHidden = job.responseBody != nil ? true : nil
                 info.headers = nil
@@ -368,7 +368,7 @@ extension Job {
             updatedAt: updatedAt, nextAttemptAt: nextAttemptAt, finishedAt: finishedAt, lastError: lastError,
             responseStatus: responseStatus, confirmedBytes: upload?.offset, response: responseStatus.map {
                 ResponseInfo(status: $0, contentType: responseContentType, body: nil, bodyBase64: nil,
-                             headers: responseHeaders.isEmpty ? nil : ResultDocument.joined(responseHeaders))
+                             headers: responseHeaders.byName)
             })
     }
 }

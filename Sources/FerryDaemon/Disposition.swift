@@ -167,7 +167,7 @@ struct FailureReport: Encodable {
         size = job.identity.size
         url = spool.url.redactedURL
         outcome = job.state == .cancelled ? "cancelled" : "failed"
-        headers = job.responseHeaders.isEmpty ? nil : ResultDocument.joined(job.responseHeaders)
+        headers = job.responseHeaders.byName
         failedAt = ISO8601DateFormatter().string(from: job.finishedAt ?? Date())
         reason = job.lastError ?? "unknown"
         status = job.responseStatus
@@ -180,11 +180,9 @@ struct FailureReport: Encodable {
                 responseExcerptEncoding = "base64"
             }
         }
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
         self.attempts = attempts.map { attempt in
             AttemptEntry(
-                number: attempt.number, startedAt: formatter.string(from: attempt.startedAt),
+                number: attempt.number, startedAt: ResultDocument.timestamp(attempt.startedAt),
                 durationMs: Int(attempt.duration * 1000), status: attempt.httpStatus, error: attempt.error,
                 bytesSent: attempt.bytesSent, outcome: attempt.outcome.rawValue)
         }

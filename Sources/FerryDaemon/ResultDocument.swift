@@ -55,7 +55,7 @@ struct ResultDocument: Encodable {
         }
         url = ControlService.shownURL(spool)
         status = job.responseStatus
-        headers = Self.joined(job.responseHeaders)
+        headers = job.responseHeaders.byName ?? [:]
         contentType = job.responseContentType
         if let bytes = job.responseBody {
             if let text = String(validating: bytes, as: UTF8.self) { body = text } else { bodyBase64 = Data(bytes).base64EncodedString() }
@@ -65,13 +65,7 @@ struct ResultDocument: Encodable {
         deliveredAt = job.finishedAt.map(Self.timestamp)
     }
 
-    /// Headers by name; a repeated header's values joined with ", " (RFC 9110 §5.3).
-    static func joined(_ headers: [ResponseHeader]) -> [String: String] {
-        headers.reduce(into: [:]) { result, header in
-            result[header.name] = result[header.name].map { $0 + ", " + header.value } ?? header.value
-        }
-    }
-
+    /// RFC 3339 with milliseconds, as every time in the result file and the sidecar.
     static func timestamp(_ date: Date) -> String {
         let formatter = ISO8601DateFormatter()
         formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]

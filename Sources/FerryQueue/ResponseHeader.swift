@@ -31,6 +31,15 @@ public struct ResponseHeader: Sendable, Hashable, Codable {
 }
 
 extension Array where Element == ResponseHeader {
+    /// The headers by name, a repeated header's values joined with ", " (RFC 9110 §5.3), as the
+    /// control protocol, result files and sidecars show them; `nil` when there are none.
+    public var byName: [String: String]? {
+        guard !isEmpty else { return nil }
+        return reduce(into: [:]) { result, header in
+            result[header.name] = result[header.name].map { $0 + ", " + header.value } ?? header.value
+        }
+    }
+
     /// The first value of header `name` (case-insensitive).
     public func value(_ name: String) -> String? {
         let lowered = name.lowercased()
