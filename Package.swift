@@ -210,6 +210,16 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // Not installed: renders README.md's configuration reference and ferry.toml(5) from
+        // FerryConfig's ConfigurationReference (scripts/generate-docs.sh).
+        .executableTarget(
+            name: "ferry-docs",
+            dependencies: [
+                "FerryConfig",
+                "FerrySystem",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
         // Tests only: a server of the resumable upload draft built on swift-nio-extras'
         // NIOResumableUpload (interop 6), which the integration tests start on 127.0.0.1.
         .executableTarget(
