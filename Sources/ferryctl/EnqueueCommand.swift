@@ -16,10 +16,10 @@ struct Enqueue: DaemonCommand {
 
     @OptionGroup var global: GlobalOptions
 
-    @Argument(help: ArgumentHelp("The files to upload (regular files).", valueName: "file"))
+    @Argument(help: ArgumentHelp("The files to upload (regular files).", valueName: "file"), completion: .file())
     var files: [String]
 
-    @Option(help: ArgumentHelp("The spool to put them in.", valueName: "name"))
+    @Option(help: ArgumentHelp("The spool to put them in.", valueName: "name"), completion: DaemonCompletions.spoolNames)
     var spool: String
 
     func validate() throws {

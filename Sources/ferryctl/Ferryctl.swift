@@ -34,10 +34,10 @@ struct Ferryctl: AsyncParsableCommand {
 
 /// Options every subcommand accepts, before or after its own arguments.
 struct GlobalOptions: ParsableArguments {
-    @Option(help: ArgumentHelp("The control socket of ferryd.", valueName: "path"))
+    @Option(help: ArgumentHelp("The control socket of ferryd.", valueName: "path"), completion: .file())
     var socket: String?
 
-    @Option(help: ArgumentHelp("The ferryd configuration file to read control_socket from.", valueName: "path"))
+    @Option(help: ArgumentHelp("The ferryd configuration file to read control_socket from.", valueName: "path"), completion: .file(extensions: ["toml"]))
     var config: String?
 
     @Flag(help: "Print results as JSON (one document, or one line per event for streams).")

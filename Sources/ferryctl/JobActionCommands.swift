@@ -54,11 +54,11 @@ struct Retry: JobActionCommand {
     static let bulkFlag = "--all-failed"
 
     @OptionGroup var global: GlobalOptions
-    @Argument(help: ArgumentHelp("Job ids (or unambiguous prefixes).", valueName: "id"))
+    @Argument(help: ArgumentHelp("Job ids (or unambiguous prefixes).", valueName: "id"), completion: DaemonCompletions.jobIDs([.failed, .retrying]))
     var ids: [String] = []
     @Flag(name: .customLong("all-failed"), help: "Every failed job.")
     var all = false
-    @Option(help: ArgumentHelp("With --all-failed: only this spool's jobs.", valueName: "name"))
+    @Option(help: ArgumentHelp("With --all-failed: only this spool's jobs.", valueName: "name"), completion: DaemonCompletions.spoolNames)
     var spool: String?
 }
 
@@ -69,11 +69,11 @@ struct Hold: JobActionCommand {
     static let bulkFlag = "--all-queued"
 
     @OptionGroup var global: GlobalOptions
-    @Argument(help: ArgumentHelp("Job ids (or unambiguous prefixes).", valueName: "id"))
+    @Argument(help: ArgumentHelp("Job ids (or unambiguous prefixes).", valueName: "id"), completion: DaemonCompletions.jobIDs([.queued, .retrying]))
     var ids: [String] = []
     @Flag(name: .customLong("all-queued"), help: "Every queued or retrying job.")
     var all = false
-    @Option(help: ArgumentHelp("With --all-queued: only this spool's jobs.", valueName: "name"))
+    @Option(help: ArgumentHelp("With --all-queued: only this spool's jobs.", valueName: "name"), completion: DaemonCompletions.spoolNames)
     var spool: String?
 }
 
@@ -84,11 +84,11 @@ struct Release: JobActionCommand {
     static let bulkFlag = "--all-held"
 
     @OptionGroup var global: GlobalOptions
-    @Argument(help: ArgumentHelp("Job ids (or unambiguous prefixes).", valueName: "id"))
+    @Argument(help: ArgumentHelp("Job ids (or unambiguous prefixes).", valueName: "id"), completion: DaemonCompletions.jobIDs([.held]))
     var ids: [String] = []
     @Flag(name: .customLong("all-held"), help: "Every held job.")
     var all = false
-    @Option(help: ArgumentHelp("With --all-held: only this spool's jobs.", valueName: "name"))
+    @Option(help: ArgumentHelp("With --all-held: only this spool's jobs.", valueName: "name"), completion: DaemonCompletions.spoolNames)
     var spool: String?
 }
 
@@ -99,10 +99,10 @@ struct Cancel: JobActionCommand {
     static let bulkFlag = "--all-held"
 
     @OptionGroup var global: GlobalOptions
-    @Argument(help: ArgumentHelp("Job ids (or unambiguous prefixes).", valueName: "id"))
+    @Argument(help: ArgumentHelp("Job ids (or unambiguous prefixes).", valueName: "id"), completion: DaemonCompletions.jobIDs([.held, .queued, .retrying]))
     var ids: [String] = []
     @Flag(name: .customLong("all-held"), help: "Every held job.")
     var all = false
-    @Option(help: ArgumentHelp("With --all-held: only this spool's jobs.", valueName: "name"))
+    @Option(help: ArgumentHelp("With --all-held: only this spool's jobs.", valueName: "name"), completion: DaemonCompletions.spoolNames)
     var spool: String?
 }

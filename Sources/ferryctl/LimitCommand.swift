@@ -9,7 +9,7 @@ struct Limit: DaemonCommand {
 
     @OptionGroup var global: GlobalOptions
 
-    @Option(help: ArgumentHelp("Limit this spool only (within the shared limit).", valueName: "name"))
+    @Option(help: ArgumentHelp("Limit this spool only (within the shared limit).", valueName: "name"), completion: DaemonCompletions.spoolNames)
     var spool: String?
 
     @Argument(help: ArgumentHelp("The rate, or off.", valueName: "rate"))

@@ -14,7 +14,7 @@ struct List: DaemonCommand {
         "Only jobs in this state (repeat it, or separate states with commas).", valueName: "state"))
     var state: [String] = []
 
-    @Option(help: ArgumentHelp("Only jobs of this spool.", valueName: "name"))
+    @Option(help: ArgumentHelp("Only jobs of this spool.", valueName: "name"), completion: DaemonCompletions.spoolNames)
     var spool: String?
 
     @Option(help: ArgumentHelp("At most this many jobs (the daemon's default is 50, its most 1000).", valueName: "n"))

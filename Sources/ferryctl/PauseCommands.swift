@@ -7,7 +7,7 @@ struct Pause: DaemonCommand {
         abstract: "Pause a spool (or all): no new uploads start; files keep being queued.")
 
     @OptionGroup var global: GlobalOptions
-    @Argument(help: ArgumentHelp("The spool; all spools when omitted.", valueName: "spool"))
+    @Argument(help: ArgumentHelp("The spool; all spools when omitted.", valueName: "spool"), completion: DaemonCompletions.spoolNames)
     var spool: String?
 
     func execute(_ daemon: Daemon) async throws {
@@ -20,7 +20,7 @@ struct Resume: DaemonCommand {
     static let configuration = CommandConfiguration(abstract: "Resume a paused spool (or all).")
 
     @OptionGroup var global: GlobalOptions
-    @Argument(help: ArgumentHelp("The spool; all spools when omitted.", valueName: "spool"))
+    @Argument(help: ArgumentHelp("The spool; all spools when omitted.", valueName: "spool"), completion: DaemonCompletions.spoolNames)
     var spool: String?
 
     func execute(_ daemon: Daemon) async throws {

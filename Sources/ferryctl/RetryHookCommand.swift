@@ -10,7 +10,7 @@ struct RetryHook: DaemonCommand {
 
     @OptionGroup var global: GlobalOptions
 
-    @Argument(help: ArgumentHelp("The job id, or an unambiguous prefix of it.", valueName: "id"))
+    @Argument(help: ArgumentHelp("The job id, or an unambiguous prefix of it.", valueName: "id"), completion: DaemonCompletions.jobIDs([.done, .failed, .cancelled]))
     var id: String
 
     @Option(help: ArgumentHelp("Only this one: delivered, failed or result.", valueName: "hook"))

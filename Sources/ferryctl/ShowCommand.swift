@@ -8,7 +8,7 @@ struct Show: DaemonCommand {
 
     @OptionGroup var global: GlobalOptions
 
-    @Argument(help: ArgumentHelp("The job id, or an unambiguous prefix of it.", valueName: "id"))
+    @Argument(help: ArgumentHelp("The job id, or an unambiguous prefix of it.", valueName: "id"), completion: DaemonCompletions.jobIDs())
     var id: String
 
     func execute(_ daemon: Daemon) async throws {

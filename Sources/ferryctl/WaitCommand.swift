@@ -18,7 +18,7 @@ struct Wait: DaemonCommand {
     @Option(help: ArgumentHelp("Give up after this long: 30s, 5m, 1h, or seconds.", valueName: "duration"))
     var timeout: String?
 
-    @Option(help: ArgumentHelp("Only this spool.", valueName: "name"))
+    @Option(help: ArgumentHelp("Only this spool.", valueName: "name"), completion: DaemonCompletions.spoolNames)
     var spool: String?
 
     func validate() throws {

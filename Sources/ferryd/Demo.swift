@@ -17,7 +17,7 @@ struct Demo: AsyncParsableCommand {
             file into ./ferry-demo/spool and watch it travel; sent files are moved to ./ferry-demo/sent.
             """)
 
-    @Option(help: ArgumentHelp("The demo's folder.", valueName: "path"))
+    @Option(help: ArgumentHelp("The demo's folder.", valueName: "path"), completion: .directory)
     var directory = "ferry-demo"
 
     @Option(help: "The receiver's port on 127.0.0.1 (0: any free port).")

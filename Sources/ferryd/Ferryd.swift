@@ -51,7 +51,7 @@ struct Ferryd: AsyncParsableCommand {
 
 /// Options shared by the commands that read a configuration file.
 struct ConfigOption: ParsableArguments {
-    @Option(name: .shortAndLong, help: ArgumentHelp("The configuration file.", valueName: "path"))
+    @Option(name: .shortAndLong, help: ArgumentHelp("The configuration file.", valueName: "path"), completion: .file(extensions: ["toml"]))
     var config: String = FerryConfiguration.defaultPath
 }
 
