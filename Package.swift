@@ -55,6 +55,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
         // Tests only: an independent multipart parser to check the encoder against.
         .package(url: "https://github.com/vapor/multipart-kit", from: "4.7.0"),
+        // Docs only: `swift package generate-documentation --target FerryMultipart` (the DocC catalog).
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
     ],
     targets: [
         .target(name: "CFerrySystem"),
@@ -66,10 +68,12 @@ let package = Package(
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),
+        // Stands on its own (a library for apps too, on Apple platforms as well): only
+        // swift-system, and CFerrySystem's copy_file_range and fallocate on Linux.
         .target(
             name: "FerryMultipart",
             dependencies: [
-                "FerrySystem",
+                .target(name: "CFerrySystem", condition: .when(platforms: [.linux])),
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),
@@ -252,6 +256,7 @@ let package = Package(
             name: "FerryMultipartTests",
             dependencies: [
                 "FerryMultipart",
+                "FerryTestSupport",
                 .product(name: "MultipartKit", package: "multipart-kit"),
             ]
         ),

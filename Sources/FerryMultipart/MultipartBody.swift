@@ -1,9 +1,11 @@
-import CFerrySystem
-import FerrySystem
 import SystemPackage
 
 #if canImport(Glibc)
 import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
 #endif
 
 /// A complete `multipart/form-data` body (RFC 7578): a boundary and its parts, in order.
@@ -39,33 +41,43 @@ public struct MultipartBody: Sendable {
 
     /// The exact length of the body in bytes.
     public var contentLength: Int64 {
+        Self.length(boundary: boundary, headerLengths: headers.map(\.count), contentLengths: parts.map(\.content.length))
+    }
+
+    /// The length of a body with `boundary` whose parts have header blocks of `headerLengths` bytes
+    /// and contents of `contentLengths` bytes: the one formula, shared with ``MultipartForm``.
+    static func length(boundary: MultipartBoundary, headerLengths: [Int], contentLengths: [Int64]) -> Int64 {
         let delimiter = Int64(boundary.value.utf8.count + 4)  // "--B\r\n"
         var total = Int64(boundary.value.utf8.count + 6)  // "--B--\r\n"
-        for (part, header) in zip(parts, headers) {
-            total += delimiter + Int64(header.count) + part.content.length + 2
+        for (header, content) in zip(headerLengths, contentLengths) {
+            total += delimiter + Int64(header) + content + 2
         }
         return total
     }
 
     /// Writes the whole body to `output` from offset 0 and returns the number of bytes written.
     ///
-    /// File parts are copied with `copy_file_range(2)` when `copier` allows it, falling back to
-    /// `pread`/`pwrite` where the kernel or filesystem does not support it.
-    /// - Parameter path: the output's path, used in error messages only.
+    /// File parts are copied with `copy_file_range(2)` on Linux when `copier` allows it, falling back
+    /// to `pread`/`pwrite` where the kernel or filesystem does not support it (and on other systems).
+    /// - Parameters:
+    ///   - output: the file to write, at offsets from 0.
+    ///   - path: the output's path, used in error messages only.
+    ///   - copier: how file parts' bytes are copied.
+    ///   - isCancelled: asked between chunks; `true` stops the write with ``MultipartError/cancelled``.
+    ///   - progress: hears how many bytes of the body are in place, as they are written (in order),
+    ///     so a reader may follow the writer.
     /// - Throws: ``MultipartError/sourceChanged(expected:actual:)`` if a file part's source is shorter
     ///   than planned, ``MultipartError/io(operation:path:errno:)`` if a write fails (e.g. `ENOSPC`).
-    /// `progress` hears how many bytes of the body are in place, as they are written (in order),
-    /// so a reader may follow the writer.
     @discardableResult
     public func write(
-        to output: FileDescriptor, path: String, copier: FileCopier = .automatic, isCancelled: () -> Bool = { false },
+        to output: FileDescriptor, path: String, copier: MultipartFileCopier = .automatic, isCancelled: () -> Bool = { false },
         progress: (Int64) -> Void = { _ in }
     ) throws(MultipartError) -> Int64 {
         var offset: Int64 = 0
         var pending: [UInt8] = []  // framing bytes not yet written, coalesced into one write
         func flush() throws(MultipartError) {
             guard !pending.isEmpty else { return }
-            if let failure = FileCopier.writeAll(pending, to: output, at: offset) {
+            if let failure = MultipartFileCopier.writeAll(pending, to: output, at: offset) {
                 throw .io(operation: "write", path: path, errno: failure)
             }
             offset += Int64(pending.count)
@@ -80,20 +92,9 @@ public struct MultipartBody: Sendable {
                 pending += bytes
             case .file(let source, let length):
                 try flush()
-                do {
-                    let start = offset
-                    try copier.copy(from: source, length: length, to: output, at: offset, kernelChunk: 8 << 20,
-                                    isCancelled: isCancelled, progress: { progress(start + $0) })
-                } catch {
-                    switch error {
-                    case .cancelled:
-                        throw .cancelled
-                    case .sourceShort(let expected, let actual):
-                        throw .sourceChanged(expected: expected, actual: actual)
-                    case .io(let reading, let code):
-                        throw .io(operation: reading ? "read the file for" : "write", path: path, errno: code)
-                    }
-                }
+                let start = offset
+                try copier.copy(from: source, length: length, to: output, at: offset, path: path, kernelChunk: 8 << 20,
+                                isCancelled: isCancelled, progress: { progress(start + $0) })
                 offset += length
             }
             pending += [0x0D, 0x0A]
@@ -132,7 +133,7 @@ public struct MultipartBody: Sendable {
         return pieces
     }
 
-    /// The whole body in memory, file parts read with `pread(2)` (or taken from `fileContents`, the
+    /// The whole body in memory, file parts read at explicit offsets (or taken from `fileContents`, the
     /// file already read, when its length is the part's): for small bodies, where a body file would
     /// cost more system calls than the bytes are worth. The bytes returned are the bytes read; the
     /// caller checks that the source was not changed meanwhile.
@@ -155,12 +156,15 @@ public struct MultipartBody: Sendable {
                 body += repeatElement(0, count: Int(length))
                 var done = 0
                 while done < Int(length) {
-                    let count = body.withUnsafeMutableBytes { raw in
-                        pread(source.rawValue, raw.baseAddress! + start + done, Int(length) - done, off_t(done))
-                    }
-                    if count < 0 {
-                        if errno == EINTR { continue }
-                        throw .io(operation: "read the file for", path: path, errno: errno)
+                    let count: Int
+                    do {
+                        count = try body.withUnsafeMutableBytes { raw in
+                            try source.read(
+                                fromAbsoluteOffset: Int64(done),
+                                into: UnsafeMutableRawBufferPointer(rebasing: raw[(start + done)..<(start + Int(length))]))
+                        }
+                    } catch {
+                        throw .io(operation: "read the file for", path: path, errno: (error as? Errno)?.rawValue ?? EIO)
                     }
                     if count == 0 { throw .sourceChanged(expected: length, actual: Int64(done)) }
                     done += count
@@ -178,7 +182,7 @@ public struct MultipartBody: Sendable {
     /// - Returns: the number of bytes written, equal to ``contentLength``.
     @discardableResult
     public func writeFile(
-        at path: FilePath, copier: FileCopier = .automatic, isCancelled: () -> Bool = { false },
+        at path: FilePath, copier: MultipartFileCopier = .automatic, isCancelled: () -> Bool = { false },
         progress: (Int64) -> Void = { _ in }
     ) throws(MultipartError) -> Int64 {
         let descriptor: FileDescriptor
@@ -197,9 +201,8 @@ public struct MultipartBody: Sendable {
             }
             // Reserve the whole body first: a full disk shows now, before a sender following the
             // build (ferryd overlaps the two) has put a byte on the wire, not half-way through.
-            if contentLength > 0, cferry_fallocate(descriptor.rawValue, contentLength) != 0,
-               [ENOSPC, EDQUOT, EFBIG].contains(errno) {
-                throw .io(operation: "write", path: path.string, errno: errno)
+            if let full = MultipartFileCopier.reserve(contentLength, for: descriptor) {
+                throw .io(operation: "write", path: path.string, errno: full)
             }
             return try write(to: descriptor, path: path.string, copier: copier, isCancelled: isCancelled, progress: progress)
         } catch {
