@@ -60,10 +60,20 @@ let package = Package(
     ],
     targets: [
         .target(name: "CFerrySystem"),
+        // The file copier and random source that the daemon and the standalone FerryMultipart share:
+        // copy_file_range and getrandom on Linux, read/write and the system's generator elsewhere.
+        .target(
+            name: "FerryPortable",
+            dependencies: [
+                .target(name: "CFerrySystem", condition: .when(platforms: [.linux])),
+                .product(name: "SystemPackage", package: "swift-system"),
+            ]
+        ),
         .target(
             name: "FerrySystem",
             dependencies: [
                 "CFerrySystem",
+                "FerryPortable",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
@@ -73,7 +83,7 @@ let package = Package(
         .target(
             name: "FerryMultipart",
             dependencies: [
-                .target(name: "CFerrySystem", condition: .when(platforms: [.linux])),
+                "FerryPortable",
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),
@@ -89,6 +99,7 @@ let package = Package(
             name: "FerryQueue",
             dependencies: [
                 "FerrySystem",
+                "FerryPortable",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),
@@ -97,6 +108,7 @@ let package = Package(
             dependencies: [
                 "CFerrySystem",
                 "FerrySystem",
+                "FerryPortable",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
@@ -256,6 +268,7 @@ let package = Package(
             name: "FerryMultipartTests",
             dependencies: [
                 "FerryMultipart",
+                "FerryPortable",
                 "FerryTestSupport",
                 .product(name: "MultipartKit", package: "multipart-kit"),
             ]

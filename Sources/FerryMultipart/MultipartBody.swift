@@ -1,3 +1,4 @@
+import FerryPortable
 import SystemPackage
 
 #if canImport(Glibc)
@@ -70,14 +71,14 @@ public struct MultipartBody: Sendable {
     ///   than planned, ``MultipartError/io(operation:path:errno:)`` if a write fails (e.g. `ENOSPC`).
     @discardableResult
     public func write(
-        to output: FileDescriptor, path: String, copier: MultipartFileCopier = .automatic, isCancelled: () -> Bool = { false },
+        to output: FileDescriptor, path: String, copier: FileCopier = .automatic, isCancelled: () -> Bool = { false },
         progress: (Int64) -> Void = { _ in }
     ) throws(MultipartError) -> Int64 {
         var offset: Int64 = 0
         var pending: [UInt8] = []  // framing bytes not yet written, coalesced into one write
         func flush() throws(MultipartError) {
             guard !pending.isEmpty else { return }
-            if let failure = MultipartFileCopier.writeAll(pending, to: output, at: offset) {
+            if let failure = FileCopier.writeAll(pending, to: output, at: offset) {
                 throw .io(operation: "write", path: path, errno: failure)
             }
             offset += Int64(pending.count)
@@ -92,9 +93,20 @@ public struct MultipartBody: Sendable {
                 pending += bytes
             case .file(let source, let length):
                 try flush()
-                let start = offset
-                try copier.copy(from: source, length: length, to: output, at: offset, path: path, kernelChunk: 8 << 20,
-                                isCancelled: isCancelled, progress: { progress(start + $0) })
+                do {
+                    let start = offset
+                    try copier.copy(from: source, length: length, to: output, at: offset, kernelChunk: 8 << 20,
+                                    isCancelled: isCancelled, progress: { progress(start + $0) })
+                } catch {
+                    switch error {
+                    case .cancelled:
+                        throw .cancelled
+                    case .sourceShort(let expected, let actual):
+                        throw .sourceChanged(expected: expected, actual: actual)
+                    case .io(let reading, let code):
+                        throw .io(operation: reading ? "read the file for" : "write", path: path, errno: code)
+                    }
+                }
                 offset += length
             }
             pending += [0x0D, 0x0A]
@@ -182,7 +194,7 @@ public struct MultipartBody: Sendable {
     /// - Returns: the number of bytes written, equal to ``contentLength``.
     @discardableResult
     public func writeFile(
-        at path: FilePath, copier: MultipartFileCopier = .automatic, isCancelled: () -> Bool = { false },
+        at path: FilePath, copier: FileCopier = .automatic, isCancelled: () -> Bool = { false },
         progress: (Int64) -> Void = { _ in }
     ) throws(MultipartError) -> Int64 {
         let descriptor: FileDescriptor
@@ -201,7 +213,7 @@ public struct MultipartBody: Sendable {
             }
             // Reserve the whole body first: a full disk shows now, before a sender following the
             // build (ferryd overlaps the two) has put a byte on the wire, not half-way through.
-            if let full = MultipartFileCopier.reserve(contentLength, for: descriptor) {
+            if let full = FileCopier.reserve(contentLength, for: descriptor) {
                 throw .io(operation: "write", path: path.string, errno: full)
             }
             return try write(to: descriptor, path: path.string, copier: copier, isCancelled: isCancelled, progress: progress)

@@ -1,3 +1,4 @@
+import FerryPortable
 /// The boundary that separates the parts of a `multipart/form-data` body (RFC 7578, RFC 2046 §5.1.1).
 ///
 /// A boundary is 1 to 70 characters, and Ferry only ever uses letters, digits and `-`, so it never
@@ -25,7 +26,7 @@ public struct MultipartBoundary: Sendable, Hashable, CustomStringConvertible {
 
     /// A new boundary, `ferry-` followed by 32 random letters and digits.
     public static func random() -> MultipartBoundary {
-        var generator = BatchedSystemRandom()
+        var generator = BufferedSystemRandom()
         return random(using: &generator)
     }
 

@@ -1,3 +1,4 @@
+import FerryPortable
 import Foundation
 import SystemPackage
 
@@ -108,7 +109,7 @@ public struct MultipartForm: Sendable {
     }
 
     /// ``writeBodyFile(in:)`` with the way file bytes are copied chosen (the tests use the portable path on Linux).
-    func writeBodyFile(in directory: URL, copier: MultipartFileCopier) throws(MultipartError) -> MultipartBodyFile {
+    func writeBodyFile(in directory: URL, copier: FileCopier) throws(MultipartError) -> MultipartBodyFile {
         guard directory.isFileURL else { throw .notAFileURL(directory.absoluteString) }
         let url = directory.appendingPathComponent("multipart-\(UUID().uuidString).body", isDirectory: false)
         guard let path = url.withUnsafeFileSystemRepresentation({ $0.map { String(cString: $0) } }) else {

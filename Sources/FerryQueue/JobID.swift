@@ -1,3 +1,4 @@
+import FerryPortable
 import FerrySystem
 
 /// A job's public identifier: a ULID (48-bit millisecond timestamp + 80 random bits, 26 characters

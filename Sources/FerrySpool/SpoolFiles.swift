@@ -1,3 +1,4 @@
+import FerryPortable
 import FerrySystem
 import SystemPackage
 

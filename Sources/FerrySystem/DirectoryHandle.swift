@@ -1,3 +1,4 @@
+import FerryPortable
 import CFerrySystem
 import SystemPackage
 

@@ -1,3 +1,4 @@
+import FerryPortable
 import FerryMultipart
 import Foundation
 import MultipartKit
@@ -27,7 +28,7 @@ final class Scratch {
 }
 
 /// Encodes `parts` with `boundary` into a file and returns the file's bytes.
-func encode(_ parts: [FerryMultipart.MultipartPart], boundary: String = "BOUNDARY", copier: MultipartFileCopier = .automatic, in scratch: Scratch) throws -> (body: MultipartBody, bytes: [UInt8]) {
+func encode(_ parts: [FerryMultipart.MultipartPart], boundary: String = "BOUNDARY", copier: FileCopier = .automatic, in scratch: Scratch) throws -> (body: MultipartBody, bytes: [UInt8]) {
     let body = try MultipartBody(boundary: try MultipartBoundary(boundary), parts: parts)
     let path = scratch.path + "/body-\(UUID().uuidString)"
     let written = try body.writeFile(at: FilePath(path), copier: copier)
@@ -189,7 +190,7 @@ struct MultipartBodyTests {
         let scratch = Scratch()
         let source = try scratch.source([1, 2, 3])
         defer { try? source.close() }
-        for copier in [MultipartFileCopier.automatic, .readWrite] {
+        for copier in [FileCopier.automatic, .readWrite] {
             let body = try MultipartBody(boundary: try MultipartBoundary("B"), parts: [
                 .file(name: "f", filename: "x", contentType: "application/octet-stream", descriptor: source, length: 10),
             ])

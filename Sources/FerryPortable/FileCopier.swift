@@ -11,11 +11,12 @@ import Musl
 import Darwin
 #endif
 
-/// How a file part's bytes are copied into a body file.
+/// How a file's bytes are copied into another file (a request body, a sent or failed file moved
+/// across filesystems).
 ///
-/// The two ways give byte-identical bodies; ``automatic`` is the right choice everywhere, and
+/// The two ways give byte-identical copies; ``automatic`` is the right choice everywhere, and
 /// ``readWrite`` exists so the portable path can be chosen (and tested) on Linux too.
-public enum MultipartFileCopier: Sendable, Hashable {
+public enum FileCopier: Sendable, Hashable {
     /// On Linux, `copy_file_range(2)`: the bytes stay in the kernel, and a filesystem that can
     /// (Btrfs, XFS) shares the blocks instead of copying them. Where the kernel or filesystem
     /// refuses it (`EXDEV` across filesystems, `ENOSYS`, `EINVAL`, `EOPNOTSUPP`, ...) the copy
@@ -31,18 +32,17 @@ public enum MultipartFileCopier: Sendable, Hashable {
     /// Copies the first `length` bytes of `source` to `output` at `outputOffset`, checking
     /// `isCancelled` between chunks (`kernelChunk` bytes in the kernel, 1 MiB otherwise) and telling
     /// `progress` how many bytes are in place after each.
-    /// - Parameter path: the output's path, for error messages.
-    /// - Throws: ``MultipartError/sourceChanged(expected:actual:)`` if the source ends early,
-    ///   ``MultipartError/cancelled``, or ``MultipartError/io(operation:path:errno:)``.
-    func copy(
-        from source: FileDescriptor, length: Int64, to output: FileDescriptor, at outputOffset: Int64, path: String,
-        kernelChunk: Int, isCancelled: () -> Bool, progress: (Int64) -> Void
-    ) throws(MultipartError) {
+    /// - Throws: ``CopyError/sourceShort(expected:actual:)`` if the source ends early,
+    ///   ``CopyError/cancelled``, or ``CopyError/io(reading:errno:)``.
+    public func copy(
+        from source: FileDescriptor, length: Int64, to output: FileDescriptor, at outputOffset: Int64,
+        kernelChunk: Int = 64 << 20, isCancelled: () -> Bool = { false }, progress: (Int64) -> Void = { _ in }
+    ) throws(CopyError) {
         var copied: Int64 = 0
         #if os(Linux)
         if self == .automatic {
             copied = try Self.copyInKernel(
-                from: source, length: length, to: output, at: outputOffset, path: path, chunk: kernelChunk,
+                from: source, length: length, to: output, at: outputOffset, chunk: kernelChunk,
                 isCancelled: isCancelled, progress: progress)
         }
         #endif
@@ -57,13 +57,13 @@ public enum MultipartFileCopier: Sendable, Hashable {
                     try source.read(fromAbsoluteOffset: copied, into: UnsafeMutableRawBufferPointer(rebasing: raw[0..<want]))
                 }
             } catch {
-                throw .io(operation: "read the file for", path: path, errno: (error as? Errno)?.rawValue ?? EIO)
+                throw .io(reading: true, errno: (error as? Errno)?.rawValue ?? EIO)
             }
-            if count == 0 { throw .sourceChanged(expected: length, actual: copied) }
+            if count == 0 { throw .sourceShort(expected: length, actual: copied) }
             if let failure = buffer.withUnsafeBytes({ raw in
                 Self.writeAll(UnsafeRawBufferPointer(rebasing: raw[0..<count]), to: output, at: outputOffset + copied)
             }) {
-                throw .io(operation: "write", path: path, errno: failure)
+                throw .io(reading: false, errno: failure)
             }
             copied += Int64(count)
             progress(copied)
@@ -74,9 +74,9 @@ public enum MultipartFileCopier: Sendable, Hashable {
     /// Copies with `copy_file_range(2)` until `length` bytes are in place or the kernel refuses.
     /// - Returns: the bytes copied; fewer than `length` when the read/write loop must finish the copy.
     private static func copyInKernel(
-        from source: FileDescriptor, length: Int64, to output: FileDescriptor, at outputOffset: Int64, path: String,
+        from source: FileDescriptor, length: Int64, to output: FileDescriptor, at outputOffset: Int64,
         chunk: Int, isCancelled: () -> Bool, progress: (Int64) -> Void
-    ) throws(MultipartError) -> Int64 {
+    ) throws(CopyError) -> Int64 {
         var copied: Int64 = 0
         var inOffset: Int64 = 0
         var outOffset = outputOffset
@@ -101,7 +101,7 @@ public enum MultipartFileCopier: Sendable, Hashable {
                     // copy_file_range does not say which side failed; ENOSPC, EDQUOT and EFBIG are the
                     // output's, anything else is blamed on the source.
                     let writing = code == ENOSPC || code == EDQUOT || code == EFBIG
-                    throw .io(operation: writing ? "write" : "read the file for", path: path, errno: code)
+                    throw .io(reading: !writing, errno: code)
                 }
             }
         }
@@ -113,7 +113,7 @@ public enum MultipartFileCopier: Sendable, Hashable {
     /// disk shows before the first byte is written rather than half-way through.
     /// - Returns: `nil`, or the `errno` when the disk or quota is full (`ENOSPC`, `EDQUOT`, `EFBIG`);
     ///   a filesystem or system that cannot reserve space is not an error.
-    static func reserve(_ length: Int64, for output: FileDescriptor) -> Int32? {
+    public static func reserve(_ length: Int64, for output: FileDescriptor) -> Int32? {
         #if os(Linux)
         if length > 0, cferry_fallocate(output.rawValue, length) != 0 {
             let code = errno
@@ -125,7 +125,7 @@ public enum MultipartFileCopier: Sendable, Hashable {
 
     /// Writes all of `raw` at `offset`, retrying short writes and `EINTR`.
     /// - Returns: `nil`, or the `errno` of the failed write.
-    static func writeAll(_ raw: UnsafeRawBufferPointer, to output: FileDescriptor, at offset: Int64) -> Int32? {
+    public static func writeAll(_ raw: UnsafeRawBufferPointer, to output: FileDescriptor, at offset: Int64) -> Int32? {
         var done = 0
         while done < raw.count {
             do {
@@ -140,7 +140,7 @@ public enum MultipartFileCopier: Sendable, Hashable {
 
     /// Writes every byte of `bytes` at `offset`.
     /// - Returns: `nil`, or the `errno` of the failed write.
-    static func writeAll(_ bytes: [UInt8], to output: FileDescriptor, at offset: Int64) -> Int32? {
+    public static func writeAll(_ bytes: [UInt8], to output: FileDescriptor, at offset: Int64) -> Int32? {
         bytes.withUnsafeBytes { writeAll($0, to: output, at: offset) }
     }
 }

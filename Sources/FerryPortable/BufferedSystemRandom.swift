@@ -12,10 +12,11 @@ import Darwin
 /// The system's secure random source, read 512 bytes at a time.
 ///
 /// On Linux, `SystemRandomNumberGenerator` makes one `getrandom(2)` call per 8 bytes, so a boundary
-/// (32 characters, each drawn on its own) would cost 32 calls; this reads them all with one. Same
+/// (32 characters, each drawn on its own) would cost 32 calls, a job id 2; this reads them all
+/// with one. Same
 /// source, same quality; only the reads are batched. Elsewhere (`arc4random` on Apple systems, no
 /// system call per draw) it is `SystemRandomNumberGenerator` itself.
-struct BatchedSystemRandom: RandomNumberGenerator {
+public struct BufferedSystemRandom: RandomNumberGenerator {
     #if os(Linux)
     private var buffer = [UInt64](repeating: 0, count: 64)
     private var index = 64
@@ -23,9 +24,9 @@ struct BatchedSystemRandom: RandomNumberGenerator {
     private var system = SystemRandomNumberGenerator()
     #endif
 
-    init() {}
+    public init() {}
 
-    mutating func next() -> UInt64 {
+    public mutating func next() -> UInt64 {
         #if os(Linux)
         if index == buffer.count {
             refill()
