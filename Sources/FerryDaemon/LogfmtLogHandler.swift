@@ -9,7 +9,8 @@ import Glibc
 /// Writes one line per event to stderr as `key=value` pairs (logfmt), which journald stores and
 /// `journalctl` greps well: `level=info msg="uploaded" job=01J… spool=media file="a.jpg" status=201`.
 ///
-/// A timestamp leads each line unless stderr is the journal (`$JOURNAL_STREAM`), which stamps its own.
+/// A timestamp leads each line unless stderr is the journal (`$JOURNAL_STREAM` names it), which
+/// stamps its own. Where stderr is the journal, ferryd logs through ``JournalLogHandler`` instead.
 /// Callers never pass secrets (header values, URL queries) as metadata.
 public struct LogfmtLogHandler: LogHandler {
     public var logLevel: Logger.Level
@@ -18,11 +19,13 @@ public struct LogfmtLogHandler: LogHandler {
     private let timestamps: Bool
 
     private static let lock = Mutex(())
+    private static let stderrIsJournal = JournalLogHandler.streamIsJournal(environment: ProcessInfo.processInfo.environment)
 
-    public init(label: String, level: Logger.Level, timestamps: Bool = ProcessInfo.processInfo.environment["JOURNAL_STREAM"] == nil) {
+    /// `timestamps` nil: a timestamp on each line unless stderr is the journal.
+    public init(label: String, level: Logger.Level, timestamps: Bool? = nil) {
         self.label = label
         self.logLevel = level
-        self.timestamps = timestamps
+        self.timestamps = timestamps ?? !Self.stderrIsJournal
     }
 
     public subscript(metadataKey key: String) -> Logger.Metadata.Value? {

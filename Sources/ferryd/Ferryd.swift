@@ -31,7 +31,9 @@ struct Ferryd: AsyncParsableCommand {
               WATCHDOG_USEC            WATCHDOG=1 is sent every half of it
               LISTEN_FDS, LISTEN_PID   socket activation: fd 3 is the control socket
               CREDENTIALS_DIRECTORY    where ${credential:NAME} reads secrets
-              JOURNAL_STREAM           set by journald: log lines carry no timestamp
+              JOURNAL_STREAM           set by systemd: when it names stderr, each record
+                                       goes to journald natively, its metadata as
+                                       FERRY_* fields (journalctl FERRY_JOB=…)
 
             SIGNALS
               SIGTERM, SIGINT  stop: no new uploads; those in flight get
@@ -62,7 +64,7 @@ struct Run: AsyncParsableCommand {
 
     func run() async throws {
         let configuration = try loadConfiguration(options.config)
-        try await runDaemon(configuration)
+        try await runDaemon(configuration, journal: true)
     }
 }
 
@@ -91,10 +93,17 @@ func loadConfiguration(_ path: String) throws -> FerryConfiguration {
 }
 
 /// Runs the daemon until SIGTERM or SIGINT, exiting with a code that says why it stopped early.
-func runDaemon(_ configuration: FerryConfiguration, onReady: @escaping @Sendable () -> Void = {}) async throws {
+/// With `journal`, records go to journald natively when stderr is the journal; otherwise (and
+/// always for `ferryd demo`) they are logfmt lines on stderr.
+func runDaemon(_ configuration: FerryConfiguration, journal: Bool = false, onReady: @escaping @Sendable () -> Void = {}) async throws {
     // Transfer buffers go back to the kernel when freed, so memory does not grow with file size.
     cferry_tune_malloc()
-    LoggingSystem.bootstrap { LogfmtLogHandler(label: $0, level: configuration.logLevel) }
+    let level = configuration.logLevel
+    if journal, let socket = JournalLogHandler.socketForStderr(environment: ProcessInfo.processInfo.environment) {
+        LoggingSystem.bootstrap { JournalLogHandler(label: $0, level: level, socket: socket) }
+    } else {
+        LoggingSystem.bootstrap { LogfmtLogHandler(label: $0, level: level) }
+    }
     FerryDaemon.bootstrapMetrics()
     let logger = Logger(label: "ferryd")
     let notifier = SystemdNotifier.fromProcessEnvironment(logger: logger)

@@ -92,6 +92,15 @@ static inline int cferry_errno(void) { return errno; }
 /// Glibc's Swift overlay in some builds (--static-swift-stdlib), so they are used from C.
 static inline int cferry_unix_datagram_socket(void) { return socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0); }
 
+/// journald's native protocol, for an entry too large for one datagram (journal.c): a memfd
+/// (close-on-exec) holding `length` bytes, sealed against any change (F_SEAL_SHRINK, F_SEAL_GROW,
+/// F_SEAL_WRITE, F_SEAL_SEAL) as journald requires. Returns the descriptor, or -1 with errno.
+int cferry_sealed_memfd(const char *name, const void *bytes, size_t length);
+
+/// Sends descriptor `fd` (SCM_RIGHTS) in an otherwise empty datagram from `socket` to `address`
+/// (a sockaddr_un of `address_length` bytes). Returns 0, or -1 with errno.
+int cferry_send_descriptor(int socket, const void *address, socklen_t address_length, int fd);
+
 /// CRC-32C (Castagnoli) of `length` bytes continuing `crc` (0 to start): S3's x-amz-checksum-crc32c.
 /// Uses the CPU's crc32 instruction where there is one.
 uint32_t cferry_crc32c_update(uint32_t crc, const void *data, size_t length);
