@@ -111,8 +111,11 @@ echo "== lintian"
 # overridden error.
 cp "$DEB" "$work/" && chmod 0755 "$work" && chmod 0644 "$work/$(basename "$DEB")"
 install -d -o nobody "$work/lintian"
+# From a directory nobody may enter: CI's checkout (a mktemp -d) is root's alone, and lintian
+# goes back to the directory it started in.
 check "lintian: no error, no warning without an override" \
-    setpriv --reuid=nobody --regid=nogroup --clear-groups env HOME="$work/lintian" TMPDIR="$work/lintian" \
+    env --chdir="$work/lintian" setpriv --reuid=nobody --regid=nogroup --clear-groups \
+    env HOME="$work/lintian" TMPDIR="$work/lintian" \
     lintian --display-info --fail-on error,warning --suppress-tags spelling-error-in-binary "$work/$(basename "$DEB")"
 end_of_phase lintian
 
@@ -191,7 +194,7 @@ check "check-config with the token (CREDENTIALS_DIRECTORY as systemd sets it)" \
 install -d -m 0700 -o ferry -g ferry "$work/credentials"
 install -m 0400 -o ferry -g ferry /etc/ferry/credentials/media-token "$work/credentials/media-token"
 check "check-config as the ferry user" \
-    quiet setpriv --reuid=ferry --regid=ferry --init-groups env CREDENTIALS_DIRECTORY="$work/credentials" \
+    quiet env --chdir=/ setpriv --reuid=ferry --regid=ferry --init-groups env CREDENTIALS_DIRECTORY="$work/credentials" \
     ferryd check-config --config /etc/ferry/ferry.toml
 end_of_phase "configuration checks"
 

@@ -71,6 +71,8 @@ if $want_test && ! { command -v promtool && command -v prometheus; } >/dev/null 
     echo "install-deps: installing prometheus"
     $sudo apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+    # The tests start their own; the package's service (started where systemd runs) is not wanted.
+    if [[ -d /run/systemd/system ]]; then $sudo systemctl disable --now prometheus.service >/dev/null 2>&1 || true; fi
 fi
 
 if $want_test; then

@@ -149,7 +149,11 @@ put 0644 "$root/contrib/grafana/ferry.json" "$docdir/examples/grafana/ferry.json
 
 # The manual pages (gzip -9n: no name or time stamp, so the same pages give the same bytes) and the
 # completions, generated from the code unless DOCS_DIR has them already.
-if [[ -z $DOCS_DIR ]]; then
+if [[ -z $DOCS_DIR ]] && ! command -v swift >/dev/null 2>&1; then
+    echo "install: no Swift toolchain to generate the manual pages and completions; installing without them" \
+        "(give DOCS_DIR= the output of scripts/generate-docs.sh to include them)" >&2
+    docs_files=()
+elif [[ -z $DOCS_DIR ]]; then
     DOCS_DIR=$staging/docs
     as_user=()
     if [[ $(id -u) -eq 0 && -n ${SUDO_USER:-} && $SUDO_USER != root ]]; then

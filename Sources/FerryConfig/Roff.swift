@@ -1,4 +1,5 @@
-/// Markdown text as roff (man(7)) text: code spans in bold, links as their text, backslashes,
+/// Markdown text as roff (man(7)) text: code spans in bold, links as their text (saying where a link
+/// into the README or the sources points), backslashes,
 /// leading dots and anything beyond ASCII escaped, so that `man --warnings` has nothing to say.
 enum Roff {
     /// A paragraph: its lines joined into one, inline Markdown turned into roff.
@@ -20,7 +21,15 @@ enum Roff {
             } else if first == "[", let close = rest.firstIndex(of: "]"),
                       rest[rest.index(after: close)...].first == "(",
                       let end = rest[close...].firstIndex(of: ")") {
+                // A link: its text, and where it points when that is not a web address: a section
+                // or a file of the README's, which a manual page does not have.
                 output += inline(String(rest[rest.index(after: rest.startIndex)..<close]))
+                let target = rest[rest.index(close, offsetBy: 2)..<end]
+                if target.hasPrefix("#") {
+                    output += " (in the README)"
+                } else if !target.contains("://") {
+                    output += " (in Ferry's sources)"
+                }
                 rest = rest[rest.index(after: end)...]
             } else if rest.hasPrefix("**"), let end = rest.dropFirst(2).range(of: "**") {
                 output += #"\fB"# + inline(String(rest[rest.index(rest.startIndex, offsetBy: 2)..<end.lowerBound])) + #"\fR"#

@@ -67,8 +67,9 @@ struct ConfigurationReferenceTests {
     @Test("inline Markdown becomes roff", arguments: [
         ("plain", "plain"),
         ("`--config`", #"\fB\-\-config\fR"#),
-        ("see [Sharing the link](#sharing-the-link)", "see Sharing the link"),
-        ("[`etc/ferry/ferry.toml`](etc/ferry/ferry.toml) is", #"\fBetc/ferry/ferry.toml\fR is"#),
+        ("see [Sharing the link](#sharing-the-link)", "see Sharing the link (in the README)"),
+        ("[`etc/ferry/ferry.toml`](etc/ferry/ferry.toml) is", #"\fBetc/ferry/ferry.toml\fR (in Ferry's sources) is"#),
+        ("[RFC 9530](https://www.rfc-editor.org/rfc/rfc9530)", "RFC 9530"),
         (#"a \ b"#, #"a \e b"#),
         ("1–256 …", #"1\[u2013]256 \[u2026]"#),
         ("**bold** text", #"\fBbold\fR text"#),
