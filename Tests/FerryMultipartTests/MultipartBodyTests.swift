@@ -27,6 +27,19 @@ final class Scratch {
     }
 }
 
+/// The body browsers send for a form with the field `description` = "a photo" and the file `x.txt`
+/// (text/plain, "hello") under boundary `BOUNDARY`: no preamble, CRLF everywhere, the close delimiter.
+let goldenPhotoForm = "--BOUNDARY\r\n"
+    + "Content-Disposition: form-data; name=\"description\"\r\n"
+    + "\r\n"
+    + "a photo\r\n"
+    + "--BOUNDARY\r\n"
+    + "Content-Disposition: form-data; name=\"file\"; filename=\"x.txt\"\r\n"
+    + "Content-Type: text/plain\r\n"
+    + "\r\n"
+    + "hello\r\n"
+    + "--BOUNDARY--\r\n"
+
 /// Encodes `parts` with `boundary` into a file and returns the file's bytes.
 func encode(_ parts: [FerryMultipart.MultipartPart], boundary: String = "BOUNDARY", copier: FileCopier = .automatic, in scratch: Scratch) throws -> (body: MultipartBody, bytes: [UInt8]) {
     let body = try MultipartBody(boundary: try MultipartBoundary(boundary), parts: parts)
@@ -82,16 +95,7 @@ struct MultipartBodyTests {
             .field(name: "description", value: "a photo"),
             .file(name: "file", filename: "x.txt", contentType: "text/plain", descriptor: source, length: 5),
         ], in: scratch)
-        let expected = "--BOUNDARY\r\n"
-            + "Content-Disposition: form-data; name=\"description\"\r\n"
-            + "\r\n"
-            + "a photo\r\n"
-            + "--BOUNDARY\r\n"
-            + "Content-Disposition: form-data; name=\"file\"; filename=\"x.txt\"\r\n"
-            + "Content-Type: text/plain\r\n"
-            + "\r\n"
-            + "hello\r\n"
-            + "--BOUNDARY--\r\n"
+        let expected = goldenPhotoForm
         #expect(String(decoding: bytes, as: UTF8.self) == expected)
         #expect(body.contentLength == Int64(expected.utf8.count))
     }

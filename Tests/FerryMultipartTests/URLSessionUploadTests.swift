@@ -147,16 +147,7 @@ struct MultipartFormTests {
         let file = try makeFile(Array("hello".utf8), named: "x.txt", in: directory.path)
         let form = try MultipartForm(fields: ["description": "a photo"], files: [.init(field: "file", url: file)],
                                      boundary: try MultipartBoundary("BOUNDARY"))
-        let expected = "--BOUNDARY\r\n"
-            + "Content-Disposition: form-data; name=\"description\"\r\n"
-            + "\r\n"
-            + "a photo\r\n"
-            + "--BOUNDARY\r\n"
-            + "Content-Disposition: form-data; name=\"file\"; filename=\"x.txt\"\r\n"
-            + "Content-Type: text/plain\r\n"
-            + "\r\n"
-            + "hello\r\n"
-            + "--BOUNDARY--\r\n"
+        let expected = goldenPhotoForm
         #expect(String(decoding: try form.bytes(), as: UTF8.self) == expected)
         #expect(form.contentLength == Int64(expected.utf8.count))
         #expect(form.contentType == "multipart/form-data; boundary=BOUNDARY")
