@@ -49,7 +49,13 @@ struct HookTests {
         try (["[spool.hooks]", "on_delivered = [\"\(hook)\"]"] + settings).joined(separator: "\n").insertIntoSpool(harness.configPath)
         try await harness.start()
         try harness.drop("a.txt", Array("x".utf8))
-        try await waitUntil("the hook to start") { fileExists(marker) }
+        try await waitUntil("the hook to start") { hasCompleteLine(marker) }
+    }
+
+    /// Whether `path` holds at least one whole line: a hook's `echo … >> path` creates the file
+    /// before it writes the line, so the file's existence alone does not mean the line is there.
+    static func hasCompleteLine(_ path: String) -> Bool {
+        (try? String(contentsOfFile: path, encoding: .utf8))?.contains("\n") ?? false
     }
 
     @Test("on_delivered gets the job's JSON on stdin, its id in argv and FERRY_* in a clean environment, in its working directory")
@@ -132,7 +138,7 @@ struct HookTests {
             """.insertIntoSpool(harness.configPath)
             try await harness.start()
             try harness.drop("first.txt", Array("1".utf8))
-            try await waitUntil("the hook to start") { fileExists(pids) }
+            try await waitUntil("the hook to start") { Self.hasCompleteLine(pids) }
             // Uploads go on while the only hook slot is taken.
             for index in 0..<5 { try harness.drop("more-\(index).txt", Array("m".utf8)) }
             try await harness.waitForAccepted(6)
