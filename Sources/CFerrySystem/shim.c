@@ -8,6 +8,7 @@
 #include <malloc.h>
 #include <fcntl.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include "CFerrySystem.h"
 
 int cferry_memfd(const char *name) {
@@ -48,4 +49,15 @@ void cferry_tune_malloc(void) {
     mallopt(M_MMAP_THRESHOLD, 128 * 1024);
     mallopt(M_ARENA_MAX, 2);
     mallopt(M_TRIM_THRESHOLD, 1024 * 1024);
+}
+
+long cferry_raise_open_files_limit(void) {
+    struct rlimit limit;
+    if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return -1;
+    rlim_t wanted = limit.rlim_max == RLIM_INFINITY || limit.rlim_max > 65536 ? 65536 : limit.rlim_max;
+    if (limit.rlim_cur < wanted) {
+        limit.rlim_cur = wanted;
+        if (setrlimit(RLIMIT_NOFILE, &limit) != 0) return -1;
+    }
+    return (long)limit.rlim_cur;
 }

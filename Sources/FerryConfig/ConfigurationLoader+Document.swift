@@ -19,6 +19,12 @@ extension ConfigurationLoader {
 
     /// `text` as a TOML document, read from `path`.
     static func document(_ text: String, path: String) throws(ConfigurationError) -> TOMLTable {
+        // A raw NUL byte would end the C string TOMLKit parses: the rest of the file would be ignored.
+        if let nul = text.utf8.firstIndex(of: 0) {
+            let line = text.utf8[..<nul].reduce(1) { $0 + ($1 == 0x0A ? 1 : 0) }
+            throw ConfigurationError(issues: [ConfigurationIssue(
+                file: path, line: line, keyPath: nil, message: "the file holds a NUL byte; a configuration file is text")])
+        }
         let root: TOMLTable
         do {
             root = try TOMLTable(string: text)

@@ -17,7 +17,7 @@ extension SpoolConfiguration {
 
     /// Every key of a spool table: the common ones and each protocol's own.
     static var keys: Set<String> {
-        UploadProtocol.allCases.reduce(commonKeys.union(afterDeliveryKeys)) { $0.union($1.configurationKeys.keys) }
+        UploadProtocol.allCases.reduce(commonKeys.union(afterDeliveryKeys).union(bundleKeys)) { $0.union($1.configurationKeys.keys) }
     }
 
     /// Headers Ferry sets itself; configuring them would corrupt the request.
@@ -81,6 +81,8 @@ extension SpoolConfiguration {
         let sendHeadersTo = Self.readOrigins(reader, key: "send_headers_to")
         let trustsEarlyAnswers = reader.bool("trust_early_answers") ?? false
         let afterDelivery = Self.readAfterDelivery(reader, uploadProtocol: uploadProtocol)
+        let bundleSettings = Self.readBundles(
+            reader, uploadProtocol: uploadProtocol, recursive: recursive, digest: afterDelivery.digest, fields: fields)
         let bandwidthLimit = reader.bandwidth("bandwidth_limit") ?? .off
         let bandwidthSchedule = reader.bandwidthSchedule("bandwidth_schedule")
         let uploadWindow = reader.uploadWindow("upload_window")
@@ -107,6 +109,7 @@ extension SpoolConfiguration {
             sendHeadersTo: sendHeadersTo, trustsEarlyAnswers: trustsEarlyAnswers, s3: keys.s3,
             resumableInterop: keys.resumableInterop)
         spool.apply(afterDelivery)
+        spool.apply(bundleSettings)
         spool.bandwidthLimit = bandwidthLimit
         spool.bandwidthSchedule = bandwidthSchedule
         spool.uploadWindow = uploadWindow

@@ -74,6 +74,20 @@ public struct SpoolConfiguration: Sendable, Equatable {
     /// Higher first when upload slots are short (`priority`, default 0); spools of the same priority
     /// take turns.
     public var priority = 0
+    /// Whether a directory in the spool is a bundle: one job, one multipart request with each of its
+    /// regular files as a file part (`bundles`, multipart only; default `false`).
+    public var bundles = false
+    /// The form field of every file part of a bundle (`bundle_file_field`): the configured name, or
+    /// ``fileField`` when none is set.
+    public var bundleFileField: String {
+        get { configuredBundleFileField ?? fileField }
+        set { configuredBundleFileField = newValue }
+    }
+    /// `bundle_file_field` as configured; `nil` follows ``fileField``.
+    private var configuredBundleFileField: String?
+    /// The most files a bundle may hold (`max_bundle_files`, 1…10000, default 100); a bigger one is
+    /// rejected.
+    public var maxBundleFiles = 100
 
     public init(
         name: String, directory: String, recursive: Bool = false, url: ValueTemplate,

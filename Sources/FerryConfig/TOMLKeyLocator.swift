@@ -39,9 +39,10 @@ struct TOMLKeyLocator {
         var arrayCounts: [KeyPath: Int] = [:]
         var multiline: String?  // the closing quote of a multi-line string we are inside
         var lineNumber = 0
-        for rawLine in text.split(separator: "\n", omittingEmptySubsequences: false) {
+        // Split by scalars: as Characters, a CRLF is one grapheme that "\n" would never match.
+        for rawLine in text.unicodeScalars.split(separator: "\n", omittingEmptySubsequences: false) {
             lineNumber += 1
-            let line = rawLine.trimming(" \t\r")
+            let line = Substring(rawLine).trimming(" \t\r")
             if let closing = multiline {
                 if line.pieces(separatedBy: closing).count % 2 == 0 { multiline = nil }
                 continue
@@ -66,9 +67,12 @@ struct TOMLKeyLocator {
                 continue
             }
             guard let equals = Self.firstUnquoted("=", in: line) else { continue }
+            // `a.b.c = 1` also defines the tables `a` and `a.b`, first written here.
             var path = table
-            for key in Self.dottedKeys(String(line[..<equals])) { path = path.appending(key) }
-            record(path, lineNumber)
+            for key in Self.dottedKeys(String(line[..<equals])) {
+                path = path.appending(key)
+                record(path, lineNumber)
+            }
             let value = line[line.index(after: equals)...].trimming(" \t")
             for quote in ["\"\"\"", "'''"] where value.hasPrefix(quote) {
                 if value.pieces(separatedBy: quote).count % 2 == 0 { multiline = quote }
@@ -100,19 +104,32 @@ struct TOMLKeyLocator {
         return path
     }
 
-    /// Splits `a."b.c".d` into `["a", "b.c", "d"]`.
+    /// Splits `a."b.c".d` into `["a", "b.c", "d"]`, decoding the escapes of quoted keys.
     static func dottedKeys(_ text: String) -> [String] {
         var keys: [String] = []
         var current = ""
         var quote: Character?
         var escaped = false
+        var hexDigits: (remaining: Int, text: String)?  // inside a \uXXXX or \UXXXXXXXX escape
         for char in text {
             if let q = quote {
-                if escaped {
+                if let hex = hexDigits {
+                    let digits = hex.text + String(char)
+                    if hex.remaining > 1 {
+                        hexDigits = (hex.remaining - 1, digits)
+                    } else {
+                        if let value = UInt32(digits, radix: 16), let scalar = Unicode.Scalar(value) { current.unicodeScalars.append(scalar) }
+                        hexDigits = nil
+                    }
+                } else if escaped {
                     switch char {
                     case "n": current.append("\n")
                     case "r": current.append("\r")
                     case "t": current.append("\t")
+                    case "b": current.append("\u{08}")
+                    case "f": current.append("\u{0C}")
+                    case "u": hexDigits = (4, "")
+                    case "U": hexDigits = (8, "")
                     default: current.append(char)
                     }
                     escaped = false
@@ -142,7 +159,13 @@ struct TOMLKeyLocator {
         while index < text.endIndex {
             let char = text[index]
             if let q = quote {
-                if char == q { quote = nil }
+                if char == "\\" && q == "\"" {
+                    // An escape in a basic string (`"a\"b"`): the next character does not close it.
+                    index = text.index(after: index)
+                    if index == text.endIndex { break }
+                } else if char == q {
+                    quote = nil
+                }
             } else if char == "\"" || char == "'" {
                 quote = char
             } else if char == target {

@@ -118,8 +118,10 @@ struct TemplateParser {
     var secrets: SecretSources
 
     /// Parses `text`. Placeholders are recognised only when `allowPlaceholders` (form fields);
-    /// elsewhere a `{` is literal. Returns a message on failure.
-    func parse(_ text: String, allowPlaceholders: Bool) -> Result<ValueTemplate, TemplateFailure> {
+    /// elsewhere a `{` is literal. Secret references are resolved unless `allowSecrets` is false
+    /// (text from outside ferry.toml, such as a field sidecar), when any `${` is refused without
+    /// being resolved. Returns a message on failure.
+    func parse(_ text: String, allowPlaceholders: Bool, allowSecrets: Bool = true) -> Result<ValueTemplate, TemplateFailure> {
         var segments: [ValueTemplate.Segment] = []
         var literal = ""
         var containsSecret = false
@@ -130,6 +132,9 @@ struct TemplateParser {
         }
         while let char = rest.first {
             if rest.hasPrefix("${") {
+                guard allowSecrets else {
+                    return .failure(.init("secret references (${…}) may only appear in ferry.toml"))
+                }
                 guard let close = rest.firstIndex(of: "}") else {
                     return .failure(.init("\"${\" starts a secret reference but there is no closing \"}\""))
                 }

@@ -187,14 +187,15 @@ extension ControlService {
         do {
             switch (job.disposition, job.finalPath) {
             case (.moved?, let movedPath?):
-                let status = try spool.files.bringBack(from: movedPath, to: job.relativePath, token: job.id.rawValue)
+                let status = try spool.files.bringBack(from: movedPath, to: job.relativePath, token: job.id.rawValue, bundle: job.kind == .bundle)
                 identity = status.version
             case (nil, _), (.left?, _):
                 // The file never left the spool.
-                guard let status = spool.files.status(job.relativePath), status.kind == .regular else {
+                guard let status = spool.files.status(job.relativePath), status.kind == (job.kind == .bundle ? .directory : .regular),
+                      let version = spool.files.currentVersion(of: job.relativePath, bundle: job.kind == .bundle) else {
                     throw SpoolFiles.ReturnError.missing(spool.configuration.directory + "/" + job.displayPath)
                 }
-                identity = status.version
+                identity = version
             default:
                 throw SpoolFiles.ReturnError.missing(job.finalPath.map(displayName) ?? job.displayPath)
             }
@@ -210,7 +211,10 @@ extension ControlService {
             // Idempotency-Key, as a changed file in the spool is; the failed job keeps its history.
             try await store.abandonReopen(reopened, previous: job.state, now: Date())
             let created = try await store.enqueue(
-                [JobStore.DiscoveredFile(spool: job.spool, relativePath: job.relativePath, identity: identity)], now: Date(),
+                [JobStore.DiscoveredFile(
+                    spool: job.spool, relativePath: job.relativePath, identity: identity,
+                    bundleFiles: job.kind == .bundle ? (try? spool.files.openBundle(job.relativePath))?.listing.bundleFiles ?? [] : nil)],
+                now: Date(),
                 makeBoundary: { MultipartBoundary.random().value })
             logger.notice("the file brought back is not the version that failed; it is queued as a new job", metadata: [
                 "job": "\(job.id)", "new_job": "\(created.first?.id.rawValue ?? "-")", "file": "\(job.displayPath)",
@@ -248,8 +252,16 @@ extension ControlService {
                     "\(file): give a path relative to the spool directory (no \"..\"; subdirectories only in a recursive spool)")))
                 continue
             }
-            guard let status = spool.files.status(Array(file.utf8)), status.kind == .regular else {
-                results.append(ActionOutcome(id: file, ok: false, error: ControlError(.notFound, "\(file) is not a regular file in spool \(arguments.spool)")))
+            let status = spool.files.status(Array(file.utf8))
+            if status?.kind == .directory, spool.configuration.bundles, let bundle = try? spool.files.openBundle(Array(file.utf8)) {
+                found.append((file, JobStore.DiscoveredFile(
+                    spool: arguments.spool, relativePath: Array(file.utf8), identity: bundle.listing.status.version,
+                    bundleFiles: bundle.listing.bundleFiles)))
+                continue
+            }
+            guard let status, status.kind == .regular else {
+                let what = spool.configuration.bundles ? "a regular file or a bundle directory" : "a regular file"
+                results.append(ActionOutcome(id: file, ok: false, error: ControlError(.notFound, "\(file) is not \(what) in spool \(arguments.spool)")))
                 continue
             }
             found.append((file, JobStore.DiscoveredFile(spool: arguments.spool, relativePath: Array(file.utf8), identity: status.version)))

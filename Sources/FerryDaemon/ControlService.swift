@@ -153,7 +153,7 @@ final class ControlService: Sendable {
             var status = SpoolStatus(
                 name: spool.name, directory: spool.directory, paused: paused.contains("*") || paused.contains(spool.name),
                 counts: Self.allStates(counts[spool.name] ?? [:]), settling: runtime.watcher(named: spool.name)?.settlingCount ?? 0,
-                problem: problems[spool.name])
+                problem: problems[spool.name], bundles: spool.bundles, uploadProtocol: spool.uploadProtocol.rawValue)
             if let window = spool.uploadWindow {
                 let (open, change) = window.state(at: now, calendar: Calendar.current)
                 status.windowOpen = open
@@ -184,11 +184,14 @@ final class ControlService: Sendable {
         let (jobs, more) = try await store.jobs(states: states, spool: arguments.spool, since: arguments.since, limit: limit)
         // A peer that may only read sees an answer's status, not its headers (as not its body).
         let showsAnswers = peer.access == .control
-        return JobList(jobs: jobs.map { job in
+        var summaries: [JobSummary] = []
+        for job in jobs {
             var summary = job.summary
             if !showsAnswers { summary.response?.headers = nil }
-            return summary
-        }, more: more)
+            summary.bundle = try await bundleInfo(of: job)
+            summaries.append(summary)
+        }
+        return JobList(jobs: summaries, more: more)
     }
 
     func show(_ arguments: ShowArguments, peer: ControlPeer) async throws -> JobDetail {
@@ -214,8 +217,10 @@ final class ControlService: Sendable {
             path = SpoolFiles(directory: spool.directory).currentPath(of: job.relativePath, token: job.id.rawValue)
                 .map { spool.directory + "/" + displayName($0) }
         }
+        var summary = job.summary
+        summary.bundle = try await bundleInfo(of: job)
         var detail = JobDetail(
-            job: job.summary, url: spool.map(Self.shownURL) ?? "(spool no longer configured)", location: location, path: path,
+            job: summary, url: spool.map(Self.shownURL) ?? "(spool no longer configured)", location: location, path: path,
             disposition: job.disposition.map { JobDetail.Disposition(rawValue: $0.rawValue) }, heldAt: job.heldAt, response: response,
             attempts: attempts.map {
                 AttemptInfo(number: $0.number, startedAt: $0.startedAt, durationSeconds: $0.duration, status: $0.httpStatus,
@@ -350,6 +355,13 @@ final class ControlService: Sendable {
         case .notFound: throw ControlError(.notFound, "no job \(text)")
         case .ambiguous: throw ControlError(.invalidArgument, "\(text) matches more than one job; give more of the id")
         }
+    }
+
+    /// A bundle job's files, as queued; `nil` for a file.
+    private func bundleInfo(of job: Job) async throws -> BundleInfo? {
+        guard job.kind == .bundle else { return nil }
+        let members = try await store.bundleMembers(of: job)
+        return BundleInfo(files: members.map { BundleFileInfo(name: $0.shownName, size: $0.size) }, totalSize: job.identity.size)
     }
 
     func checkSpoolKnown(_ spool: String) async throws {

@@ -53,7 +53,13 @@ struct Disposer: Sendable {
                 let report = FailureReport(job: job, spool: spool, attempts: attempts)
                 let target = SpoolFiles.MoveTarget(
                     directory: spool.failedDirectory, subdirectories: job.subdirectories, sidecar: report.encoded())
-                result = Self.result(of: try files.move(job.relativePath, ifSameVersionAs: expected, to: target, token: job.id.rawValue), moved: .moved)
+                result = Self.result(
+                    of: try files.move(job.relativePath, ifSameVersionAs: expected, to: target, token: job.id.rawValue, bundle: job.kind == .bundle),
+                    moved: .moved)
+            }
+            // The file's field sidecar goes where the file went (a bundle's is inside it).
+            if let sidecar = job.fieldsSidecar, job.kind == .file, result.disposition == .deleted || result.disposition == .moved {
+                try files.disposeOfFieldSidecar(of: job.relativePath, expected: sidecar, movedTo: result.finalPath)
             }
         } catch {
             log.error("cannot dispose of the file; will try again", metadata: ["error": "\(error)"])
@@ -89,15 +95,19 @@ struct Disposer: Sendable {
         switch spool.afterUpload {
         case .keep:
             // Left in place; a version written meanwhile is queued again.
-            if let current = files.status(job.relativePath), !current.isSameVersion(as: expected) {
+            if let current = files.currentVersion(of: job.relativePath, bundle: job.kind == .bundle), current != expected.version {
                 return Result(disposition: .left)
             }
             return Result(disposition: .kept)
         case .delete:
-            return Self.result(of: try files.remove(job.relativePath, ifSameVersionAs: expected, token: job.id.rawValue), moved: .deleted)
+            return Self.result(
+                of: try files.remove(job.relativePath, ifSameVersionAs: expected, token: job.id.rawValue, bundle: job.kind == .bundle),
+                moved: .deleted)
         case .move:
             let target = SpoolFiles.MoveTarget(directory: spool.sentDirectory, subdirectories: job.subdirectories)
-            return Self.result(of: try files.move(job.relativePath, ifSameVersionAs: expected, to: target, token: job.id.rawValue), moved: .moved)
+            return Self.result(
+                of: try files.move(job.relativePath, ifSameVersionAs: expected, to: target, token: job.id.rawValue, bundle: job.kind == .bundle),
+                moved: .moved)
         }
     }
 

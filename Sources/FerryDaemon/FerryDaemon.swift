@@ -176,7 +176,8 @@ public final class FerryDaemon: Service, Sendable {
             rescanInterval: configuration.rescanInterval,
             excludedDirectories: [spool.sentDirectory, spool.failedDirectory, configuration.stateDirectory]
                 + configuration.spools.flatMap { [$0.sentDirectory, $0.failedDirectory] }
-                + configuration.spools.compactMap(\.resultDirectory)), logger: logger)
+                + configuration.spools.compactMap(\.resultDirectory),
+            bundles: spool.bundles, fieldSidecars: spool.uploadProtocol == .multipart), logger: logger)
     }
 
     /// Re-reads the configuration file and applies what can change while running: spools (added,

@@ -35,7 +35,7 @@ final class Intake: Sendable {
     @discardableResult
     func submit(spool: String, files: [SpoolFile]) async -> Bool {
         let discovered = files.map {
-            JobStore.DiscoveredFile(spool: spool, relativePath: $0.relativePath, identity: $0.status.version)
+            JobStore.DiscoveredFile(spool: spool, relativePath: $0.relativePath, identity: $0.status.version, bundleFiles: $0.bundle?.bundleFiles)
         }
         do {
             let jobs = try await store.enqueue(discovered, now: Date(), makeBoundary: { MultipartBoundary.random().value })
@@ -52,4 +52,9 @@ final class Intake: Sendable {
             return false
         }
     }
+}
+
+extension BundleListing {
+    /// The files a bundle job records (the parts it sends, in order).
+    var bundleFiles: [BundleFile] { files.map { BundleFile(name: $0.name, size: $0.status.size) } }
 }

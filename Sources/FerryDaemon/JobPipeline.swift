@@ -77,14 +77,20 @@ final class JobPipeline: Sendable {
             return try await conclude(job, spool: nil, SendResult(report: .spoolMissing, requested: false), startedAt: startedAt, log: log)
         }
         // 1. Open.
+        var job = job
         let result: SendResult
-        switch await open(job, in: spool) {
-        case .unusable(let report):
+        let opened = await open(job, in: spool)
+        if let sidecar = opened.fieldSidecar { job.fieldsSidecar = sidecar }
+        switch opened {
+        case .unusable(let report, _):
             result = SendResult(report: report, requested: false)
-        case .source(let source):
+        case .source(let source, _):
             // 2. Send.
             defer { source.close() }
             result = try await spool.sender.send(job, from: source, tracker: UploadTracker(activity: activity, job: job), logger: log)
+        case .bundle(let bundle):
+            defer { bundle.close() }
+            result = try await spool.sender.send(job, bundle: bundle, tracker: UploadTracker(activity: activity, job: job), logger: log)
         }
         try await conclude(job, spool: spool, result, startedAt: startedAt, log: log)
     }
@@ -114,7 +120,9 @@ final class JobPipeline: Sendable {
         case .failure(let reason):
             recorded = try await records.fail(job, now: now, error: reason, hooks: decision.hooks)
         case .supersede(let identity, let notBefore):
-            let successor = try await records.supersede(job, by: identity, now: now, notBefore: notBefore, boundary: MultipartBoundary.random().value)
+            let bundleFiles = job.kind == .bundle ? await currentBundleFiles(job, spool: spool) : []
+            let successor = try await records.supersede(
+                job, by: identity, now: now, notBefore: notBefore, boundary: MultipartBoundary.random().value, bundleFiles: bundleFiles)
             entry.metadata["new_job"] = successor.id.rawValue
             recorded = job
         }
@@ -126,47 +134,5 @@ final class JobPipeline: Sendable {
         // 5. Follow-ups.
         await followUps.run(decision.followUps, job: job, recorded: recorded, spool: spool, log: log, deferringRecords: true)
         if !decision.hooks.isEmpty { followUps.hooksQueued() }
-    }
-
-    /// What opening a job's source gave.
-    enum Opened: Sendable {
-        case source(SourceFile)
-        /// The source cannot be sent now: why, as a report.
-        case unusable(AttemptReport)
-    }
-
-    /// Opens the job's file without following symlinks and checks it is the version queued
-    /// (on the ``BlockingIO`` pool).
-    private func open(_ job: Job, in spool: SpoolRuntime) async -> Opened {
-        do {
-            return try await io.run { _ in Self.open(job, files: spool.files, prefetchLimit: spool.sender.prefetchLimit) }
-        } catch {
-            return .unusable(.stopped)
-        }
-    }
-
-    /// With `prefetchLimit`, a file up to that size is also read whole (one hop for open and read);
-    /// if it changed meanwhile, it is left unread and the sender finds the change.
-    static func open(_ job: Job, files: SpoolFiles, prefetchLimit: Int64 = 0) -> Opened {
-        do {
-            let (descriptor, status) = try files.open(job.relativePath)
-            var source = SourceFile(descriptor: descriptor, status: status)
-            guard status.version == job.identity else {
-                source.close()
-                return .unusable(.sourceChanged(status.version))
-            }
-            if status.size <= prefetchLimit, let bytes = try? source.bytes(), source.isUnchanged {
-                source.prefetched = bytes
-            }
-            return .source(source)
-        } catch {
-            switch error {
-            case .missing: return .unusable(.sourceGone("the file disappeared before it was uploaded"))
-            case .symlink: return .unusable(.sourceGone("the file was replaced by a symlink, which Ferry never follows"))
-            case .notRegularFile(let kind): return .unusable(.sourceGone("the file was replaced by a \(kind.rawValue) entry, not a regular file"))
-            case .permissionDenied: return .unusable(.sourceGone("ferryd may not read the file (permission denied)"))
-            case .other(let error): return .unusable(.localFailure("cannot open the file: \(error)"))
-            }
-        }
     }
 }

@@ -24,8 +24,12 @@ struct OutcomeRecorder: Sendable {
     }
 
     @discardableResult
-    func supersede(_ job: Job, by identity: FileIdentity, now: Date, notBefore: Date, boundary: String) async throws -> Job {
-        try await persist { try await store.supersede(job, by: identity, now: now, notBefore: notBefore, boundary: boundary) }
+    func supersede(
+        _ job: Job, by identity: FileIdentity, now: Date, notBefore: Date, boundary: String, bundleFiles: [BundleFile] = []
+    ) async throws -> Job {
+        try await persist {
+            try await store.supersede(job, by: identity, now: now, notBefore: notBefore, boundary: boundary, bundleFiles: bundleFiles)
+        }
     }
 
     private func persist<T>(_ write: () async throws -> T) async throws -> T {

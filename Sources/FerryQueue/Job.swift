@@ -121,6 +121,11 @@ public struct Job: Sendable, Hashable, FetchableRecord, MutablePersistableRecord
     public var attemptBase: Int = 0
     /// The tus upload the server created for this job, if any (see ``ResumableUpload``).
     public var upload: ResumableUpload?
+    /// A file, or a bundle (a directory sent as one request, its files in ``BundleMember`` rows).
+    public var kind: JobSourceKind = .file
+    /// The version of the file's field sidecar (`<name>.fields.toml`) the last attempt read, so that
+    /// the sidecar is disposed of with the file only if it is still that one.
+    public var fieldsSidecar: FileVersion?
 
     public init(
         id: JobID, spool: String, relativePath: [UInt8], identity: FileIdentity, boundary: String, now: Date
@@ -184,6 +189,12 @@ public struct Job: Sendable, Hashable, FetchableRecord, MutablePersistableRecord
         heldAt = (row["held_at"] as Double?).map(Date.init(timeIntervalSince1970:))
         ageBase = (row["age_base"] as Double?).map(Date.init(timeIntervalSince1970:))
         attemptBase = row["attempt_base"] ?? 0
+        kind = row["kind"] ?? .file
+        if let device = row["sidecar_device"] as Int64? {
+            fieldsSidecar = FileVersion(
+                device: UInt64(bitPattern: device), inode: UInt64(bitPattern: row["sidecar_inode"] ?? 0),
+                size: row["sidecar_size"] ?? 0, modificationTime: row["sidecar_mtime_ns"] ?? 0)
+        }
         if let url = row["upload_url"] as String? {
             upload = ResumableUpload(
                 url: url, offset: row["upload_offset"] ?? 0,
@@ -224,6 +235,11 @@ public struct Job: Sendable, Hashable, FetchableRecord, MutablePersistableRecord
         container["upload_offset"] = upload?.offset
         container["upload_expires"] = upload?.expires?.timeIntervalSince1970
         container["upload_endpoint"] = upload?.endpointKey
+        container["kind"] = kind
+        container["sidecar_device"] = fieldsSidecar.map { Int64(bitPattern: $0.device) }
+        container["sidecar_inode"] = fieldsSidecar.map { Int64(bitPattern: $0.inode) }
+        container["sidecar_size"] = fieldsSidecar?.size
+        container["sidecar_mtime_ns"] = fieldsSidecar?.modificationTime
     }
 
     /// The columns an attempt's outcome may change. Writing only these leaves untouched the
@@ -233,6 +249,7 @@ public struct Job: Sendable, Hashable, FetchableRecord, MutablePersistableRecord
         "state", "attempts", "updated_at", "next_attempt_at", "finished_at", "last_error", "response_status",
         "response_body", "response_content_type", "response_headers", "content_digest", "disposition", "disposed_at", "held_at", "attempt_base",
         "upload_url", "upload_offset", "upload_expires", "upload_endpoint",
+        "sidecar_device", "sidecar_inode", "sidecar_size", "sidecar_mtime_ns",
     ]
 
     public mutating func didInsert(_ inserted: InsertionSuccess) {

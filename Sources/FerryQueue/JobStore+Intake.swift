@@ -8,10 +8,13 @@ extension JobStore {
         public var spool: String
         public var relativePath: [UInt8]
         public var identity: FileIdentity
-        public init(spool: String, relativePath: [UInt8], identity: FileIdentity) {
+        /// For a bundle, its files (in the order they are sent); `nil` for a file.
+        public var bundleFiles: [BundleFile]?
+        public init(spool: String, relativePath: [UInt8], identity: FileIdentity, bundleFiles: [BundleFile]? = nil) {
             self.spool = spool
             self.relativePath = relativePath
             self.identity = identity
+            self.bundleFiles = bundleFiles
         }
     }
 
@@ -47,11 +50,29 @@ extension JobStore {
                     spool: file.spool, relativePath: file.relativePath, identity: file.identity,
                     boundary: makeBoundary(), now: now)
                 if let notBefore { job.nextAttemptAt = notBefore }
+                if file.bundleFiles != nil { job.kind = .bundle }
                 try job.insert(db)
+                try Self.insertBundleMembers(db, of: job, file.bundleFiles ?? [])
                 try JobEvent.record(db, job, kind: .queued, at: now)
                 created.append(job)
             }
             return created
+        }
+    }
+
+    /// Records a bundle job's files.
+    static func insertBundleMembers(_ db: Database, of job: Job, _ files: [BundleFile]) throws {
+        guard let sequence = job.sequence else { return }
+        for (position, file) in files.enumerated() {
+            try BundleMember(jobSequence: sequence, position: position, name: file.name, size: file.size).insert(db)
+        }
+    }
+
+    /// A bundle job's files as they were queued, in the order they are sent (empty for a file).
+    public func bundleMembers(of job: Job) async throws -> [BundleMember] {
+        guard job.kind == .bundle, let sequence = job.sequence else { return [] }
+        return try await read { db in
+            try BundleMember.filter(Column("job_seq") == sequence).order(Column("position")).fetchAll(db)
         }
     }
 }

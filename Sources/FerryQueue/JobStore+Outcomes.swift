@@ -165,7 +165,7 @@ extension JobStore {
     /// The new job has its own id: the server sees new content under a new `Idempotency-Key`.
     @discardableResult
     public func supersede(
-        _ job: Job, by identity: FileIdentity, now: Date, notBefore: Date, boundary: String
+        _ job: Job, by identity: FileIdentity, now: Date, notBefore: Date, boundary: String, bundleFiles: [BundleFile] = []
     ) async throws -> Job {
         var old = job
         old.state = .superseded
@@ -176,7 +176,10 @@ extension JobStore {
             id: JobID.generate(milliseconds: UInt64(max(0, now.timeIntervalSince1970 * 1000))),
             spool: job.spool, relativePath: job.relativePath, identity: identity, boundary: boundary, now: now)
         successor.nextAttemptAt = notBefore
-        old.lastError = "the file changed before it was delivered; its new version is job \(successor.id)"
+        successor.kind = job.kind
+        old.lastError = job.kind == .bundle
+            ? "the bundle changed before it was delivered; its new version is job \(successor.id)"
+            : "the file changed before it was delivered; its new version is job \(successor.id)"
         let ended = old
         let next = successor
         return try await write { db in
@@ -187,6 +190,7 @@ extension JobStore {
             try JobEvent.record(db, ended, kind: .superseded, at: now, message: ended.lastError)
             var inserted = next
             try inserted.insert(db)
+            try Self.insertBundleMembers(db, of: inserted, bundleFiles)
             try JobEvent.record(db, inserted, kind: .queued, at: now)
             return inserted
         }

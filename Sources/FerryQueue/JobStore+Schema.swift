@@ -167,6 +167,25 @@ extension JobStore {
                     WHERE state IN ('queued', 'retrying');
                 """)
         }
+        migrator.registerMigration("v9: bundles, field sidecars") { db in
+            try db.execute(sql: """
+                -- A job sends a file or a bundle (a directory, its files in one request).
+                ALTER TABLE job ADD COLUMN kind TEXT NOT NULL DEFAULT 'file';
+                -- The version of the file's field sidecar the last attempt read (disposed of with it).
+                ALTER TABLE job ADD COLUMN sidecar_device INTEGER;
+                ALTER TABLE job ADD COLUMN sidecar_inode INTEGER;
+                ALTER TABLE job ADD COLUMN sidecar_size INTEGER;
+                ALTER TABLE job ADD COLUMN sidecar_mtime_ns INTEGER;
+                -- A bundle's files as queued, for list and show.
+                CREATE TABLE bundle_member (
+                    job_seq INTEGER NOT NULL REFERENCES job(seq) ON DELETE CASCADE,
+                    position INTEGER NOT NULL,
+                    name BLOB NOT NULL,
+                    size INTEGER NOT NULL,
+                    PRIMARY KEY (job_seq, position)
+                ) WITHOUT ROWID;
+                """)
+        }
         return migrator
     }
 }

@@ -1,15 +1,18 @@
 import FerrySystem
 
-/// A regular file found in a spool and ready to be queued.
+/// A regular file, or a bundle directory, found in a spool and ready to be queued.
 public struct SpoolFile: Sendable, Hashable {
     /// The path below the spool directory, as raw bytes (`sub/dir/name` when recursive).
     public var relativePath: [UInt8]
-    /// What `fstatat` said when it was found.
+    /// What `fstatat` said when it was found; for a bundle, the bundle's version (``BundleListing/status``).
     public var status: FileStatus
+    /// What the bundle held when it was found; `nil` for a file.
+    public var bundle: BundleListing?
 
-    public init(relativePath: [UInt8], status: FileStatus) {
+    public init(relativePath: [UInt8], status: FileStatus, bundle: BundleListing? = nil) {
         self.relativePath = relativePath
         self.status = status
+        self.bundle = bundle
     }
 
     /// The path as text for messages; bytes that are not UTF-8 appear as `\xNN`.
@@ -29,6 +32,13 @@ public enum SpoolNameFilter {
             if name.suffix(suffix.count).elementsEqual(suffix) { return false }
         }
         return true
+    }
+
+    /// Whether `name` is a file's field sidecar (`<name>.fields.toml`), never uploaded as a file in a
+    /// spool that reads them.
+    public static func isFieldSidecar(_ name: [UInt8]) -> Bool {
+        let suffix = BundleListing.sidecarName
+        return name.count > suffix.count && name.suffix(suffix.count).elementsEqual(suffix)
     }
 
     /// Whether a subdirectory called `name` is entered in a recursive spool (dot-directories, such as

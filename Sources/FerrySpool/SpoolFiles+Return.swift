@@ -29,7 +29,9 @@ extension SpoolFiles {
     /// directory) back into the spool as `relativePath`, never replacing a file there, and removes
     /// its `.error.json` sidecar if it is this job's (it contains `token`). Returns the file's
     /// status at its place in the spool.
-    public func bringBack(from movedPath: [UInt8], to relativePath: [UInt8], token: String) throws(ReturnError) -> FileStatus {
+    /// A bundle (`bundle`) comes back as the directory it is, and a file's field sidecar
+    /// (`<name>.fields.toml`, moved beside it) comes back before it.
+    public func bringBack(from movedPath: [UInt8], to relativePath: [UInt8], token: String, bundle: Bool = false) throws(ReturnError) -> FileStatus {
         let sourceName = movedPath.split(separator: UInt8(ascii: "/")).last.map(Array.init) ?? []
         let parts = relativePath.split(separator: UInt8(ascii: "/")).map(Array.init)
         guard !sourceName.isEmpty, let name = parts.last else { throw .missing(displayName(movedPath)) }
@@ -42,8 +44,12 @@ extension SpoolFiles {
         } catch {
             throw .system(error)
         }
-        guard let status = source.status(of: sourceName), status.kind == .regular else { throw .missing(displayName(movedPath)) }
+        guard let status = source.status(of: sourceName), status.kind == (bundle ? .directory : .regular) else { throw .missing(displayName(movedPath)) }
         if destination.status(of: name) != nil { throw .nameTaken(displayName(relativePath)) }
+        let fieldSidecar = Self.fieldSidecarName(for: sourceName)
+        if !bundle, source.status(of: fieldSidecar)?.kind == .regular, destination.status(of: Self.fieldSidecarName(for: name)) == nil {
+            try? source.renameNoReplace(fieldSidecar, to: destination, as: Self.fieldSidecarName(for: name))
+        }
         do {
             try source.renameNoReplace(sourceName, to: destination, as: name)
         } catch {
@@ -59,7 +65,8 @@ extension SpoolFiles {
         if let text = source.readPrefix(sidecar, limit: 8192), Self.contains(text, Array(token.utf8)) {
             try? source.unlink(sidecar)
         }
-        guard let placed = destination.status(of: name) else { throw .missing(displayName(relativePath)) }
+        guard var placed = destination.status(of: name) else { throw .missing(displayName(relativePath)) }
+        if bundle, let listing = try? BundleListing.read(name, in: destination) { placed = listing.status }
         return placed
     }
 }

@@ -111,7 +111,7 @@ public struct SpoolFiles: Sendable {
 
     /// Renames the file to its private claim name and checks it is `expected`. A claim left by an
     /// interrupted earlier run is picked up again.
-    private func claim(_ relativePath: [UInt8], expected: FileStatus, token: String) throws(SystemError) -> Claim {
+    private func claim(_ relativePath: [UInt8], expected: FileStatus, token: String, bundle: Bool) throws(SystemError) -> Claim {
         let root = try DirectoryHandle.open(directory)
         let parent: DirectoryHandle
         let name: [UInt8]
@@ -124,21 +124,24 @@ public struct SpoolFiles: Sendable {
         }
         let claimed = Self.claimName(token)
         if let earlier = parent.status(of: claimed) {
-            if earlier.isSameVersion(as: expected) { return .claimed(parent, claimed) }
+            // A bundle claimed by this job is this job's, checked when it was claimed: an interrupted
+            // delete may have emptied it partly.
+            if bundle ? earlier.kind == .directory : earlier.isSameVersion(as: expected) { return .claimed(parent, claimed) }
             try restore(claimed, in: parent, as: name)
         }
         guard let current = parent.status(of: name) else {
             if errno == ENOENT { return .missing(parent) }
             throw .current("stat", parent.childPath(name))
         }
-        guard current.kind == .regular, current.isSameVersion(as: expected) else { return .changed }
+        guard current.kind == (bundle ? .directory : .regular), Self.version(of: name, in: parent, current, bundle: bundle) == expected.version
+        else { return .changed }
         do {
             try parent.renameNoReplace(name, to: parent, as: claimed)
         } catch where error.code == ENOENT {
             return .missing(parent)
         }
         // Between the check and the rename a newer version may have been renamed over the name.
-        guard let taken = parent.status(of: claimed), taken.isSameVersion(as: expected) else {
+        guard let taken = parent.status(of: claimed), Self.version(of: claimed, in: parent, taken, bundle: bundle) == expected.version else {
             try restore(claimed, in: parent, as: name)
             return .changed
         }
@@ -159,13 +162,20 @@ public struct SpoolFiles: Sendable {
     }
 
     /// Deletes the file if it is still `expected`.
-    public func remove(_ relativePath: [UInt8], ifSameVersionAs expected: FileStatus, token: String) throws(SystemError) -> Outcome {
-        switch try claim(relativePath, expected: expected, token: token) {
+    /// Deletes the file (or the bundle directory with its files, `bundle`) if it is still `expected`.
+    public func remove(
+        _ relativePath: [UInt8], ifSameVersionAs expected: FileStatus, token: String, bundle: Bool = false
+    ) throws(SystemError) -> Outcome {
+        switch try claim(relativePath, expected: expected, token: token, bundle: bundle) {
         case .missing: return .missing
         case .changed: return .changed
         case .claimed(let parent, let claimed):
             do {
-                try parent.unlink(claimed)
+                if bundle {
+                    try Self.removeBundle(claimed, in: parent)
+                } else {
+                    try parent.unlink(claimed)
+                }
             } catch where error.code == ENOENT {}
             return .done(finalPath: nil)
         }
@@ -193,13 +203,13 @@ public struct SpoolFiles: Sendable {
     /// `name.2.ext`, … if that is taken. Never replaces a file. Works across filesystems (copy,
     /// `fsync`, then delete).
     public func move(
-        _ relativePath: [UInt8], ifSameVersionAs expected: FileStatus, to target: MoveTarget, token: String
+        _ relativePath: [UInt8], ifSameVersionAs expected: FileStatus, to target: MoveTarget, token: String, bundle: Bool = false
     ) throws(SystemError) -> Outcome {
         let name = relativePath.split(separator: UInt8(ascii: "/")).last.map(Array.init) ?? relativePath
         // Open the destination first: if it cannot be used (missing rights, a symlink planted in its
         // place), the file stays where it is, in plain sight.
         let destination = try openDestination(target)
-        switch try claim(relativePath, expected: expected, token: token) {
+        switch try claim(relativePath, expected: expected, token: token, bundle: bundle) {
         case .changed:
             return .changed
         case .missing:
@@ -209,7 +219,8 @@ public struct SpoolFiles: Sendable {
                     if destination.status(of: Self.sidecarName(for: candidate)) == nil { break }
                     continue
                 }
-                if status.isSameVersion(as: expected) {
+                if bundle ? status.kind == .directory && status.version.inodeIdentity == expected.version.inodeIdentity
+                    : status.isSameVersion(as: expected) {
                     if let sidecar = target.sidecar, destination.status(of: Self.sidecarName(for: candidate)) == nil {
                         try destination.writeFileAtomically(Self.sidecarName(for: candidate), bytes: sidecar)
                     }
@@ -235,7 +246,11 @@ public struct SpoolFiles: Sendable {
                     if target.sidecar != nil { try? destination.unlink(sidecarName) }
                     continue
                 } catch where error.code == EXDEV {
-                    try copyAcross(claimed, from: parent, expected: expected, to: destination, as: candidate)
+                    if bundle {
+                        try Self.copyBundleAcross(claimed, from: parent, to: destination, as: candidate)
+                    } else {
+                        try copyAcross(claimed, from: parent, expected: expected, to: destination, as: candidate)
+                    }
                     return .done(finalPath: destination.childRawPath(candidate))
                 }
                 destination.sync()
@@ -355,8 +370,12 @@ public struct SpoolFiles: Sendable {
             guard depth < 32, let names = try? directory.entryNames() else { return }
             for name in names {
                 guard let status = directory.status(of: name) else { continue }
-                if status.kind == .regular, name.starts(with: Array(".ferry-move-".utf8)), name.reversed().starts(with: Array(".partial".utf8).reversed()) {
+                let partial = name.starts(with: Array(".ferry-move-".utf8)) && name.reversed().starts(with: Array(".partial".utf8).reversed())
+                if status.kind == .regular, partial {
                     if (try? directory.unlink(name)) != nil { removed += 1 }
+                } else if status.kind == .directory, partial {
+                    // A bundle's copy to another filesystem, cut short.
+                    if (try? removeBundle(name, in: directory)) != nil { removed += 1 }
                 } else if status.kind == .directory, let child = try? directory.openSubdirectory([name]) {
                     sweep(child, depth: depth + 1)
                 }

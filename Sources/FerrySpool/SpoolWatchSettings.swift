@@ -13,11 +13,17 @@ public struct SpoolWatchSettings: Sendable {
     /// Directories never entered, whatever path leads to them (the sent and failed directories and
     /// the state directory): known by their device and inode, so a symlink cannot smuggle them in.
     public var excludedDirectories: [String]
+    /// Whether a directory in the spool is a bundle (one job for all its files) rather than ignored.
+    public var bundles: Bool
+    /// Whether `<name>.fields.toml` files are field sidecars (never queued themselves).
+    public var fieldSidecars: Bool
 
     public init(
         name: String, directory: String, recursive: Bool, settle: Duration, rescanInterval: Duration,
-        excludedDirectories: [String] = []
+        excludedDirectories: [String] = [], bundles: Bool = false, fieldSidecars: Bool = false
     ) {
+        self.bundles = bundles
+        self.fieldSidecars = fieldSidecars
         self.name = name
         self.directory = directory
         self.recursive = recursive

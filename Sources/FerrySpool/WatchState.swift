@@ -110,9 +110,20 @@ struct WatchState {
             guard let status = directory.status(of: name) else { continue }
             switch status.kind {
             case .regular:
-                guard SpoolNameFilter.isCandidate(name) else { continue }
+                guard isCandidateFile(name) else { continue }
                 if let ready = consider(path, status, now: now) {
                     batch.append(ready)
+                    if batch.count >= SpoolWatcher.batchSize {
+                        await deliver(batch)
+                        batch.removeAll(keepingCapacity: true)
+                    }
+                }
+            case .directory where settings.bundles:
+                guard SpoolNameFilter.isCandidate(name), !excluded.contains(path),
+                      !excludedNow.contains(status.version.inodeIdentity),
+                      let bundle = try? BundleListing.read(name, in: directory) else { continue }
+                if let ready = consider(path, bundle.status, now: now) {
+                    batch.append(SpoolFile(relativePath: path, status: ready.status, bundle: bundle))
                     if batch.count >= SpoolWatcher.batchSize {
                         await deliver(batch)
                         batch.removeAll(keepingCapacity: true)
@@ -129,6 +140,12 @@ struct WatchState {
                 warnSkipped(path, status.kind)
             }
         }
+    }
+
+    /// Whether a regular file called `name` may be queued: the name filter, and not a field sidecar
+    /// where the spool reads them.
+    private func isCandidateFile(_ name: [UInt8]) -> Bool {
+        SpoolNameFilter.isCandidate(name) && !(settings.fieldSidecars && SpoolNameFilter.isFieldSidecar(name))
     }
 
     /// Watches the directory at `relative`. Watching an inode already watched returns its descriptor
@@ -209,6 +226,23 @@ struct WatchState {
                 continue
             }
             let path = directory.isEmpty ? event.name : directory + [UInt8(ascii: "/")] + event.name
+            if event.has(CFERRY_IN_ISDIR) && settings.bundles {
+                guard event.has(CFERRY_IN_CREATE) || event.has(CFERRY_IN_MOVED_TO), SpoolNameFilter.isCandidate(event.name),
+                      !excluded.contains(path), let bundle = bundleListing(path),
+                      !excludedInodes().contains(bundle.directory.version.inodeIdentity) else { continue }
+                if event.has(CFERRY_IN_MOVED_TO) {
+                    // Renamed in: built elsewhere, complete (the producer contract for bundles).
+                    pending[path] = nil
+                    batch.append(SpoolFile(relativePath: path, status: bundle.status, bundle: bundle))
+                } else if pending[path] == nil {
+                    pending[path] = PendingFile(status: bundle.status, observedAt: now)
+                }
+                if batch.count >= SpoolWatcher.batchSize {
+                    await deliver(batch)
+                    batch.removeAll(keepingCapacity: true)
+                }
+                continue
+            }
             if event.has(CFERRY_IN_ISDIR) {
                 guard settings.recursive, event.has(CFERRY_IN_CREATE) || event.has(CFERRY_IN_MOVED_TO),
                       SpoolNameFilter.isCandidateDirectory(event.name), !excluded.contains(path),
@@ -220,7 +254,7 @@ struct WatchState {
                 await scan(child, relative: path, excluding: excludedInodes(), batch: &batch, deliver: deliver)
                 continue
             }
-            guard SpoolNameFilter.isCandidate(event.name), let status = status(of: path) else { continue }
+            guard isCandidateFile(event.name), let status = status(of: path) else { continue }
             switch status.kind {
             case .regular:
                 if event.has(CFERRY_IN_MOVED_TO) {
@@ -267,6 +301,12 @@ struct WatchState {
         }
     }
 
+    /// What the bundle directory at `path` holds now, if it is one.
+    private func bundleListing(_ path: [UInt8]) -> BundleListing? {
+        guard let root = try? DirectoryHandle.open(settings.directory) else { return nil }
+        return try? BundleListing.read(path, in: root)
+    }
+
     private func status(of path: [UInt8]) -> FileStatus? {
         guard let root = try? DirectoryHandle.open(settings.directory) else { return nil }
         if path.firstIndex(of: UInt8(ascii: "/")) == nil { return root.status(of: path) }
@@ -285,7 +325,8 @@ struct WatchState {
         guard !pending.isEmpty else { return }
         var batch: [SpoolFile] = []
         for (path, known) in pending {
-            guard let status = status(of: path), status.kind == .regular else {
+            let bundle = known.status.kind == .directory ? bundleListing(path) : nil
+            guard let status = bundle?.status ?? status(of: path), status.kind == known.status.kind else {
                 pending[path] = nil
                 continue
             }
@@ -293,7 +334,7 @@ struct WatchState {
                 pending[path] = PendingFile(status: status, observedAt: now)
             } else if now - known.observedAt >= settings.settle || isSettledByAge(status) {
                 pending[path] = nil
-                batch.append(SpoolFile(relativePath: path, status: status))
+                batch.append(SpoolFile(relativePath: path, status: status, bundle: bundle))
             }
         }
         if !batch.isEmpty { await deliver(batch) }

@@ -168,6 +168,12 @@ public final class DirectoryHandle: Sendable {
         guard result == 0 else { throw .current("remove", childPath(name)) }
     }
 
+    /// Removes the empty directory `name`.
+    public func removeDirectory(_ name: [UInt8]) throws(SystemError) {
+        let result = name.withCString { unlinkat(descriptor, $0, AT_REMOVEDIR) }
+        guard result == 0 else { throw .current("remove directory", childPath(name)) }
+    }
+
     /// Renames entry `name` (a file) to `newName` in `target`, failing with `EEXIST` rather than
     /// replacing a file: `renameat2(RENAME_NOREPLACE)`, or, on a filesystem without it (FUSE, NFS and
     /// others answer `EINVAL`), a hard link then an unlink, which fails the same way; on one without

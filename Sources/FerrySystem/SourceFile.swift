@@ -15,6 +15,9 @@ public struct SourceFile: Sendable {
     /// The whole file, read when it was opened (small files, for senders that send from memory):
     /// the bytes of the version in `status`, checked after the read. `nil`: read it when needed.
     public var prefetched: [UInt8]?
+    /// The file's field sidecar (`<name>.fields.toml`), as read when the file was opened, where the
+    /// spool reads them; `nil` if it has none.
+    public var fieldSidecar: [UInt8]?
 
     public init(descriptor: FileDescriptor, status: FileStatus, prefetched: [UInt8]? = nil) {
         self.descriptor = descriptor

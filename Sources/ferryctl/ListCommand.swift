@@ -53,7 +53,7 @@ enum JobListView {
             let showsError = job.state == .failed || job.state == .retrying
             table.append([
                 job.id, job.state.rawValue, job.spool, Format.bytes(job.size), Format.relative(job.createdAt, now: now),
-                String(job.attempts), job.file, showsError ? job.lastError.map { Format.shortened($0, to: 60) } ?? "" : "",
+                String(job.attempts), job.bundle.map { "\(job.file)/ (\($0.files.count) files)" } ?? job.file, showsError ? job.lastError.map { Format.shortened($0, to: 60) } ?? "" : "",
             ])
         }
         var output = table.render()

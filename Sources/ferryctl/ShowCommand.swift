@@ -27,8 +27,11 @@ enum JobDetailView {
         var block = KeyValueBlock()
         block.append("id", job.id)
         block.append("spool", job.spool)
-        block.append("file", job.file)
-        block.append("size", "\(Format.bytes(job.size)) (\(job.size) bytes)")
+        block.append(job.bundle == nil ? "file" : "bundle", job.bundle == nil ? job.file : job.file + "/")
+        block.append("size", "\(Format.bytes(job.size)) (\(job.size) bytes)\(job.bundle.map { " in \($0.files.count) file\($0.files.count == 1 ? "" : "s")" } ?? "")")
+        for (index, file) in (job.bundle?.files ?? []).enumerated() {
+            block.append("file \(index + 1)", "\(file.name) (\(Format.bytes(file.size)))")
+        }
         block.append("state", job.state.rawValue)
         block.append("location", detail.path.map { "\(detail.location) (\($0))" } ?? detail.location.rawValue)
         block.append("disposition", detail.disposition?.rawValue)

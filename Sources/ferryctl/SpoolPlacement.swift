@@ -1,6 +1,6 @@
+import FerryConfig
 import FerrySystem
 import Foundation
-import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -14,70 +14,136 @@ struct PlacementError: Error, CustomStringConvertible {
 
 /// Puts local files into a spool directory so that ferryd never sees a partial file: each is
 /// copied under a hidden temporary name (ferryd ignores dot-files), flushed to disk, then renamed to
-/// its own name without replacing a file already there, and the directory is flushed too.
+/// its own name without replacing a file already there, and the directory is flushed too. A file's
+/// sidecar (`<name>.fields.toml`) is put in place the same way before the file is.
 enum SpoolPlacement {
     /// Bytes copied per read and write.
     static let chunkSize = 1 << 20
-
-    /// The temporary file being written, if any, so a SIGINT handler can remove it.
-    static let temporaryFile = Mutex<String?>(nil)
-
-    /// Removes the temporary file being written, if any (for the SIGINT handler).
-    static func removeTemporaryFile() {
-        temporaryFile.withLock { path in
-            if let path { unlink(path) }
-            path = nil
-        }
-    }
 
     /// The name a file will have in the spool: the last component of `path`.
     static func baseName(_ path: String) -> String {
         String(path.split(separator: "/").last ?? "")
     }
 
-    /// Copies the regular file at `source` into `directory` under its base name.
-    /// - Returns: the name it has in the spool.
-    static func place(_ source: String, in directory: DirectoryHandle) throws(PlacementError) -> String {
-        let name = baseName(source)
+    /// Refuses a name ferryd would not take as a file or bundle of its own.
+    static func checkName(_ name: String) throws(PlacementError) {
         guard !name.isEmpty, name != "..", name != "." else { throw PlacementError("does not name a file") }
         guard !name.hasPrefix(".") else {
             throw PlacementError("its name starts with a dot, and ferryd ignores such files; rename it first")
         }
+        guard !FieldSidecar.isSidecarName(Array(name.utf8)) else {
+            throw PlacementError("its name ends in \(FieldSidecar.suffix), which marks a file's fields, not a file to upload; rename it first")
+        }
+    }
+
+    /// Copies the regular file at `source` into `directory` under its base name, after its
+    /// `sidecar` (the fields for it) if one is given.
+    /// - Returns: the name it has in the spool.
+    static func place(_ source: String, in directory: DirectoryHandle, sidecar: [UInt8]?) throws(PlacementError) -> String {
+        let name = baseName(source)
+        try checkName(name)
         let input = open(source, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)
         guard input >= 0 else { throw PlacementError("cannot open it: \(systemErrorMessage(errno))") }
         defer { close(input) }
         var status = stat()
         guard fstat(input, &status) == 0 else { throw PlacementError("cannot stat it: \(systemErrorMessage(errno))") }
-        switch FileStatus(status).kind {
-        case .regular: break
-        case .directory: throw PlacementError("is a directory; only regular files can be enqueued")
-        default: throw PlacementError("is not a regular file")
-        }
+        guard FileStatus(status).kind == .regular else { throw PlacementError("is not a regular file") }
         // Refuse early, rather than copy a large file only to find the name taken.
         if directory.status(of: Array(name.utf8)) != nil { throw nameTaken(name) }
 
-        let temporary = ".ferryctl-\(String(UInt64.random(in: 0...UInt64.max), radix: 16)).tmp"
-        let output = openat(directory.descriptor, temporary, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC | O_NOFOLLOW, 0o644)
-        guard output >= 0 else {
-            throw PlacementError("cannot create a file in \(directory.path): \(systemErrorMessage(errno))")
-        }
-        temporaryFile.withLock { $0 = directory.childPath(Array(temporary.utf8)) }
-        var closed = false
+        let temporary = try createTemporaryFile(in: directory)
+        var placedSidecar: PendingEntries.Entry?
         do throws(PlacementError) {
-            try copy(from: input, to: output)
-            guard fsync(output) == 0 else { throw PlacementError("cannot flush the copy to disk: \(systemErrorMessage(errno))") }
-            closed = true
-            guard close(output) == 0 else { throw PlacementError("cannot write the copy: \(systemErrorMessage(errno))") }
-            try rename(temporary, to: name, in: directory)
+            try fill(temporary, from: input)
+            if let sidecar {
+                // Replaces a sidecar left without its file (the name is free, checked above).
+                placedSidecar = try placeSidecar(sidecar, as: FieldSidecar.name(for: Array(name.utf8)), in: directory)
+            }
+            try PendingEntries.update(removing: [temporary.entry] + (placedSidecar.map { [$0] } ?? [])) { () throws(PlacementError) in
+                try rename(temporary.entry.name, to: name, in: directory)
+            }
         } catch {
-            if !closed { close(output) }
-            unlinkat(directory.descriptor, temporary, 0)
-            temporaryFile.withLock { $0 = nil }
+            PendingEntries.remove(temporary.entry)
+            if let placedSidecar { PendingEntries.remove(placedSidecar) }
             throw error
         }
-        temporaryFile.withLock { $0 = nil }
         directory.sync()
         return name
+    }
+
+    /// A new file open for writing, recorded as pending.
+    struct TemporaryFile {
+        let entry: PendingEntries.Entry
+        let descriptor: Int32
+    }
+
+    /// Creates a hidden file (`.ferryctl-….tmp`, `O_EXCL | O_NOFOLLOW`) in `directory`, recorded as pending.
+    static func createTemporaryFile(in directory: DirectoryHandle) throws(PlacementError) -> TemporaryFile {
+        let entry = PendingEntries.Entry(
+            parent: directory, name: Array(".ferryctl-\(String(UInt64.random(in: 0...UInt64.max), radix: 16)).tmp".utf8),
+            isDirectory: false)
+        var descriptor: Int32 = -1
+        try PendingEntries.create(entry) { () throws(PlacementError) in
+            descriptor = entry.name.withCString { openat(directory.descriptor, $0, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC | O_NOFOLLOW, 0o644) }
+            guard descriptor >= 0 else {
+                throw PlacementError("cannot create a file in \(directory.path): \(systemErrorMessage(errno))")
+            }
+        }
+        return TemporaryFile(entry: entry, descriptor: descriptor)
+    }
+
+    /// Copies `input` into `file`, flushes it to disk and closes it (also on failure).
+    static func fill(_ file: TemporaryFile, from input: Int32) throws(PlacementError) {
+        do throws(PlacementError) {
+            try copy(from: input, to: file.descriptor)
+        } catch {
+            close(file.descriptor)
+            throw error
+        }
+        try finish(file)
+    }
+
+    /// Writes `bytes` into `file`, flushes it to disk and closes it (also on failure).
+    static func fill(_ file: TemporaryFile, with bytes: [UInt8]) throws(PlacementError) {
+        let failure = bytes.withUnsafeBytes { writeAll($0, to: file.descriptor) }
+        if let failure {
+            close(file.descriptor)
+            throw PlacementError("cannot write into the spool: \(systemErrorMessage(failure))")
+        }
+        try finish(file)
+    }
+
+    private static func finish(_ file: TemporaryFile) throws(PlacementError) {
+        guard fsync(file.descriptor) == 0 else {
+            let code = errno
+            close(file.descriptor)
+            throw PlacementError("cannot flush the copy to disk: \(systemErrorMessage(code))")
+        }
+        guard close(file.descriptor) == 0 else { throw PlacementError("cannot write the copy: \(systemErrorMessage(errno))") }
+    }
+
+    /// Writes `bytes` to `name` atomically and durably (a hidden temporary file, `fsync`, a rename
+    /// that replaces what is there, the directory flushed).
+    /// - Returns: the placed sidecar, recorded as pending until its file is placed.
+    private static func placeSidecar(_ bytes: [UInt8], as name: [UInt8], in directory: DirectoryHandle) throws(PlacementError) -> PendingEntries.Entry {
+        let temporary = try createTemporaryFile(in: directory)
+        let placed = PendingEntries.Entry(parent: directory, name: name, isDirectory: false)
+        do throws(PlacementError) {
+            try fill(temporary, with: bytes)
+            try PendingEntries.update(adding: [placed], removing: [temporary.entry]) { () throws(PlacementError) in
+                let result = temporary.entry.name.withCString { old in
+                    name.withCString { new in renameat(directory.descriptor, old, directory.descriptor, new) }
+                }
+                guard result == 0 else {
+                    throw PlacementError("cannot put the fields in place as \(displayName(name)): \(systemErrorMessage(errno))")
+                }
+            }
+        } catch {
+            PendingEntries.remove(temporary.entry)
+            throw error
+        }
+        directory.sync()
+        return placed
     }
 
     /// Copies everything `input` holds to `output`, a chunk at a time.
@@ -113,16 +179,16 @@ enum SpoolPlacement {
 
     /// Renames `temporary` to `name` without replacing an existing `name` (``DirectoryHandle/renameNoReplace(_:to:as:)``,
     /// which falls back where the filesystem has no `RENAME_NOREPLACE`).
-    private static func rename(_ temporary: String, to name: String, in directory: DirectoryHandle) throws(PlacementError) {
+    static func rename(_ temporary: [UInt8], to name: String, in directory: DirectoryHandle) throws(PlacementError) {
         do {
-            try directory.renameNoReplace(Array(temporary.utf8), to: directory, as: Array(name.utf8))
+            try directory.renameNoReplace(temporary, to: directory, as: Array(name.utf8))
         } catch {
-            if error.code == EEXIST { throw nameTaken(name) }
+            if error.code == EEXIST || error.code == ENOTEMPTY { throw nameTaken(name) }
             throw PlacementError("cannot rename the copy to \(name) in \(directory.path): \(systemErrorMessage(error.code))")
         }
     }
 
-    private static func nameTaken(_ name: String) -> PlacementError {
-        PlacementError("spool already has a file named \(name) (it is still waiting to be uploaded)")
+    static func nameTaken(_ name: String) -> PlacementError {
+        PlacementError("spool already has an entry named \(name) (it is still waiting to be uploaded)")
     }
 }

@@ -98,6 +98,8 @@ func loadConfiguration(_ path: String) throws -> FerryConfiguration {
 func runDaemon(_ configuration: FerryConfiguration, journal: Bool = false, onReady: @escaping @Sendable () -> Void = {}) async throws {
     // Transfer buffers go back to the kernel when freed, so memory does not grow with file size.
     cferry_tune_malloc()
+    // A bundle holds its files open while its body is built (up to max_bundle_files each).
+    _ = cferry_raise_open_files_limit()
     let level = configuration.logLevel
     if journal, let socket = JournalLogHandler.socketForStderr(environment: ProcessInfo.processInfo.environment) {
         LoggingSystem.bootstrap { JournalLogHandler(label: $0, level: level, socket: socket) }

@@ -3,18 +3,44 @@ import Foundation
 /// One request as the Python receiver (Werkzeug or python-multipart) parsed it.
 public struct PythonReceivedRequest: Decodable, Sendable {
     public struct File: Decodable, Sendable {
+        /// The part's place among the body's file parts, from 0 (``PythonReceivedRequest/files`` is in this order).
+        public var index: Int
         public var field: String
         public var filename: String?
+        public var contentType: String?
         public var size: Int
         public var sha256: String
+
+        enum CodingKeys: String, CodingKey {
+            case index, field, filename, size, sha256
+            case contentType = "content_type"
+        }
     }
     public var method: String
     public var path: String
+    /// Every header as sent (names in the client's case).
     public var headers: [String: String]
+    /// Each text field's first value.
     public var fields: [String: String]
+    /// Every value of each text field, in body order (a repeated field has several).
+    public var fieldLists: [String: [String]]
+    /// The file parts in body order.
     public var files: [File]
     public var status: Int
     public var error: String?
+
+    enum CodingKeys: String, CodingKey {
+        case method, path, headers, fields, files, status, error
+        case fieldLists = "field_lists"
+    }
+
+    /// Header `name`, whatever its case.
+    public func header(_ name: String) -> String? {
+        headers.first { $0.key.lowercased() == name.lowercased() }?.value
+    }
+
+    /// The `Idempotency-Key` header.
+    public var idempotencyKey: String? { header("Idempotency-Key") }
 }
 
 /// `Tests/Servers/multipart_server.py` run with a third-party parser: an independent server to

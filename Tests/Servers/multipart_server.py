@@ -4,14 +4,19 @@
 Parses each request with a third-party parser, Werkzeug or python-multipart (`--parser`), stores
 file parts, and appends one JSON line per request to <directory>/requests.jsonl:
 
-    {"method": ..., "path": ..., "headers": {...}, "fields": {name: value},
-     "files": [{"field": ..., "filename": ..., "content_type": ..., "size": ..., "sha256": ...}],
+    {"method": ..., "path": ..., "headers": {...}, "fields": {name: first value},
+     "field_lists": {name: [every value, in body order]},
+     "files": [{"index": 0, "field": ..., "filename": ..., "content_type": ..., "size": ..., "sha256": ...}],
      "status": 201}
+
+`files` lists the file parts in the order they came in the body (`index` counts them from 0).
+`headers` holds every request header as sent (Idempotency-Key among them).
 
 Listens on 127.0.0.1 only and prints "listening on http://127.0.0.1:PORT" once ready.
 """
 import argparse
 import hashlib
+import io
 import json
 import os
 import sys
@@ -36,45 +41,61 @@ def parse_werkzeug(handler, length):
         "CONTENT_LENGTH": str(length),
         "wsgi.input": handler.rfile,
     }
-    _stream, form, files = parse_form_data(environ, max_form_memory_size=None)
+    # Werkzeug groups its result by field name; the stream factory is called once per file part,
+    # in body order, so the streams it made give each file its place.
+    streams = []
+
+    def stream_factory(total_content_length, content_type, filename, content_length=None):
+        stream = io.BytesIO()
+        streams.append(stream)
+        return stream
+
+    _stream, form, files = parse_form_data(environ, stream_factory=stream_factory, max_form_memory_size=None)
     fields = {name: form[name] for name in form}
+    field_lists = {name: form.getlist(name) for name in form}
     out = []
     for field in files:
         for storage in files.getlist(field):
             data = storage.read()
             out.append({
+                "index": next(i for i, stream in enumerate(streams) if stream is storage.stream),
                 "field": field,
                 "filename": storage.filename,
                 "content_type": storage.content_type,
                 "size": len(data),
                 "sha256": hashlib.sha256(data).hexdigest(),
             })
-    return fields, out
+    out.sort(key=lambda entry: entry["index"])
+    return fields, field_lists, out
 
 
 def parse_python_multipart(handler, length):
     import python_multipart
 
-    fields = {}
+    field_lists = {}
     files = []
 
     def on_field(field):
-        fields[field.field_name.decode("utf-8")] = (field.value or b"").decode("utf-8")
+        field_lists.setdefault(field.field_name.decode("utf-8"), []).append((field.value or b"").decode("utf-8"))
 
     def on_file(file):
         file.file_object.seek(0)
         data = file.file_object.read()
+        content_type = getattr(file, "content_type", None)
         files.append({
+            "index": len(files),
             "field": file.field_name.decode("utf-8"),
             "filename": file.file_name.decode("utf-8") if file.file_name is not None else None,
-            "content_type": None,
+            "content_type": content_type.decode("latin-1") if isinstance(content_type, bytes) else content_type,
             "size": len(data),
             "sha256": hashlib.sha256(data).hexdigest(),
         })
 
     headers = {"Content-Type": handler.headers.get("Content-Type", ""), "Content-Length": str(length)}
     python_multipart.parse_form(headers, handler.rfile, on_field, on_file, chunk_size=1 << 16)
-    return fields, files
+    # As Werkzeug's form[name]: a repeated field's first value.
+    fields = {name: values[0] for name, values in field_lists.items()}
+    return fields, field_lists, files
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -87,15 +108,15 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_POST(self):
         length = int(self.headers.get("Content-Length", "0"))
-        status, fields, files, error = 201, {}, [], None
+        status, fields, field_lists, files, error = 201, {}, {}, [], None
         try:
-            fields, files = self.parser(self, length)
+            fields, field_lists, files = self.parser(self, length)
         except Exception as exc:  # the test reads the error from the log
             status, error = 400, f"{type(exc).__name__}: {exc}"
         record(self.directory, {
             "method": self.command, "path": self.path,
             "headers": {k: v for k, v in self.headers.items()},
-            "fields": fields, "files": files, "status": status, "error": error,
+            "fields": fields, "field_lists": field_lists, "files": files, "status": status, "error": error,
         })
         body = json.dumps({"files": [f["filename"] for f in files]}).encode()
         self.send_response(status)

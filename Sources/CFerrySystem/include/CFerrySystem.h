@@ -73,6 +73,10 @@ int cferry_rename_noreplace(int olddirfd, const char *oldpath, int newdirfd, con
 /// and freed buffers piling up in heap arenas) and at most two arenas.
 void cferry_tune_malloc(void);
 
+/// Raises the soft limit on open files to the hard limit (at most 65536): a bundle keeps each of
+/// its files open while its body is built. Returns the soft limit in force.
+long cferry_raise_open_files_limit(void);
+
 /// memmem(3): the first occurrence of `needle` in `haystack`, or NULL.
 void *cferry_memmem(const void *haystack, size_t haystacklen, const void *needle, size_t needlelen);
 

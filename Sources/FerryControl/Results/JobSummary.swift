@@ -21,12 +21,14 @@ public struct JobSummary: Sendable, Codable, Hashable {
     public var confirmedBytes: Int64?
     /// The final answer's status and kept headers (no body: `show` has it).
     public var response: ResponseInfo?
+    /// A bundle's files; absent for a file.
+    public var bundle: BundleInfo?
 
     enum CodingKeys: String, CodingKey {
         case id, spool, file, size, state, attempts
         case createdAt = "created_at", updatedAt = "updated_at", nextAttemptAt = "next_attempt_at",
              finishedAt = "finished_at", lastError = "last_error", responseStatus = "response_status",
-             confirmedBytes = "confirmed_bytes", response
+             confirmedBytes = "confirmed_bytes", response, bundle
     }
 
     public init(

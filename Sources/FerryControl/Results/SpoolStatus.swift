@@ -16,18 +16,43 @@ public struct SpoolStatus: Sendable, Codable, Hashable {
     public var windowOpen: Bool?
     /// With an `upload_window`: when it next opens (or closes, while open).
     public var windowChange: Date?
+    /// Whether a directory in the spool is one job of several files (`bundles = true`); `false` when
+    /// a daemon that predates bundles leaves it out.
+    public var bundles: Bool
+    /// How the spool's files travel (`protocol`: `multipart`, `put`, `tus`, `s3`, `resumable`);
+    /// absent from daemons that predate it, and for a spool known only from the queue.
+    public var uploadProtocol: String?
 
     enum CodingKeys: String, CodingKey {
-        case name, directory, paused, counts, settling, problem
-        case windowOpen = "window_open", windowChange = "window_change"
+        case name, directory, paused, counts, settling, problem, bundles
+        case windowOpen = "window_open", windowChange = "window_change", uploadProtocol = "protocol"
     }
 
-    public init(name: String, directory: String, paused: Bool, counts: [String: Int], settling: Int, problem: SpoolProblem? = nil) {
+    public init(
+        name: String, directory: String, paused: Bool, counts: [String: Int], settling: Int, problem: SpoolProblem? = nil,
+        bundles: Bool = false, uploadProtocol: String? = nil
+    ) {
         self.name = name
         self.directory = directory
         self.paused = paused
         self.counts = counts
         self.settling = settling
         self.problem = problem
+        self.bundles = bundles
+        self.uploadProtocol = uploadProtocol
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        name = try container.decode(String.self, forKey: .name)
+        directory = try container.decode(String.self, forKey: .directory)
+        paused = try container.decode(Bool.self, forKey: .paused)
+        counts = try container.decode([String: Int].self, forKey: .counts)
+        settling = try container.decode(Int.self, forKey: .settling)
+        problem = try container.decodeIfPresent(SpoolProblem.self, forKey: .problem)
+        windowOpen = try container.decodeIfPresent(Bool.self, forKey: .windowOpen)
+        windowChange = try container.decodeIfPresent(Date.self, forKey: .windowChange)
+        bundles = try container.decodeIfPresent(Bool.self, forKey: .bundles) ?? false
+        uploadProtocol = try container.decodeIfPresent(String.self, forKey: .uploadProtocol)
     }
 }

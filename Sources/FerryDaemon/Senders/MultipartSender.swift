@@ -39,13 +39,36 @@ struct MultipartSender: Sender {
     var prefetchLimit: Int64 { Self.inMemoryLimit }
 
     func send(_ job: Job, from source: SourceFile, tracker: UploadTracker, logger: Logger) async throws -> SendResult {
+        let (fields, refusal) = Self.fields(configuration.fields, sidecar: source.fieldSidecar, fileField: configuration.fileField)
+        if let refusal { return SendResult(report: refusal, requested: false) }
         if source.status.size <= Self.inMemoryLimit {
-            return await sendFromMemory(job, from: source, tracker: tracker, logger: logger)
+            return await sendFromMemory(job, from: source, fields: fields, tracker: tracker, logger: logger)
         }
+        return await sendBuilding(job, tracker: tracker, logger: logger) { isCancelled, start in
+            self.build(job, from: source, fields: fields, isCancelled: isCancelled, start: start)
+        }
+    }
+
+    /// The request's fields: the spool's, merged with those of the file's (or bundle's) sidecar.
+    /// A sidecar that cannot be used gives a refusal instead (the file is never sent with other fields).
+    static func fields(_ spool: [NamedValue], sidecar: [UInt8]?, fileField: String) -> (fields: [NamedValue], refusal: AttemptReport?) {
+        guard let sidecar else { return (spool, nil) }
+        do {
+            return (FieldSidecar.merged(spool: spool, file: try FieldSidecar.parse(sidecar, fileField: fileField)), nil)
+        } catch {
+            return ([], .refused("its field sidecar is malformed: \(error)"))
+        }
+    }
+
+    /// Sends a body file while `build` writes it (on the ``BlockingIO`` pool).
+    func sendBuilding(
+        _ job: Job, tracker: UploadTracker, logger: Logger,
+        build: @escaping @Sendable (_ isCancelled: @escaping () -> Bool, BodyStart) -> BuildOutcome
+    ) async -> SendResult {
         let start = BodyStart()
         let building = Task { [io] in
             do {
-                return try await io.run { flag in self.build(job, from: source, isCancelled: { flag.isCancelled }, start: start) }
+                return try await io.run { flag in build({ flag.isCancelled }, start) }
             } catch {
                 start.fire(nil)
                 return BuildOutcome.stopped(.stopped)
@@ -77,7 +100,7 @@ struct MultipartSender: Sender {
         } onCancel: {
             building.cancel()
         }
-        var result = SendResult(sent, source: source, bodyLength: body.contentLength)
+        var result = SendResult(sent, source: nil, bodyLength: body.contentLength)
         result.digests = body.digests
         // The build's outcome decides unless the server has answered 2xx (then it has the body, or
         // accepted what it got) or the attempt was stopped.
@@ -99,14 +122,16 @@ struct MultipartSender: Sender {
     /// A small file: the whole body is built in memory from the file read when it was opened (or,
     /// if it was not, read in one blocking call), checked against the version queued (the bytes
     /// sent are the bytes read), and sent from there.
-    private func sendFromMemory(_ job: Job, from source: SourceFile, tracker: UploadTracker, logger: Logger) async -> SendResult {
+    private func sendFromMemory(_ job: Job, from source: SourceFile, fields: [NamedValue], tracker: UploadTracker, logger: Logger) async -> SendResult {
         let built: Rendered
         if source.prefetched != nil {
             // Read when it was opened: the form is built here, with no blocking call.
-            built = Self.render(job, from: source, spool: configuration, isCancelled: { Task.isCancelled })
+            built = Self.render(job, from: source, spool: configuration, fields: fields, isCancelled: { Task.isCancelled })
         } else {
             do {
-                built = try await io.run { flag in Self.render(job, from: source, spool: configuration, isCancelled: { flag.isCancelled }) }
+                built = try await io.run { flag in
+                    Self.render(job, from: source, spool: configuration, fields: fields, isCancelled: { flag.isCancelled })
+                }
             } catch {
                 return SendResult(report: .stopped, requested: false)
             }
@@ -130,10 +155,10 @@ struct MultipartSender: Sender {
     /// Renders the body in memory from the open source and checks the source is still the version
     /// queued. Blocking: runs on the ``BlockingIO`` pool.
     static func render(
-        _ job: Job, from source: SourceFile, spool: SpoolConfiguration, isCancelled: @escaping () -> Bool
+        _ job: Job, from source: SourceFile, spool: SpoolConfiguration, fields: [NamedValue]? = nil, isCancelled: @escaping () -> Bool
     ) -> Rendered {
         do {
-            let form = try BodyBuilder.body(job: job, source: source, spool: spool, isCancelled: isCancelled)
+            let form = try BodyBuilder.body(job: job, source: source, spool: spool, fields: fields, isCancelled: isCancelled)
             if let prefetched = source.prefetched {
                 // Checked against the queued version after it was read.
                 let body = try form.bytes(path: job.displayPath, fileContents: prefetched)
@@ -174,12 +199,23 @@ struct MultipartSender: Sender {
     }
 
     /// Builds the body from the open source. Blocking: runs on the ``BlockingIO`` pool.
-    private func build(_ job: Job, from source: SourceFile, isCancelled: @escaping () -> Bool, start: BodyStart) -> BuildOutcome {
+    private func build(_ job: Job, from source: SourceFile, fields: [NamedValue], isCancelled: @escaping () -> Bool, start: BodyStart) -> BuildOutcome {
+        finishBuild(job, start: start, changed: { Self.changedSince(job, source) }, failure: { Self.report(for: $0, source: source) }) { () throws(MultipartError) in
+            try bodies.build(job: job, source: source, spool: configuration, fields: fields, isCancelled: isCancelled,
+                             progress: { built, written in start.advance(built, to: written) })
+        }
+    }
+
+    /// Runs a build; the body is released to the sender only if `changed` finds the source unchanged
+    /// once it is written (else the sender's request is cut short and never completes).
+    func finishBuild(
+        _ job: Job, start: BodyStart, changed: () -> AttemptReport?, failure: (MultipartError) -> AttemptReport,
+        build: () throws(MultipartError) -> BuiltBody
+    ) -> BuildOutcome {
         let outcome: BuildOutcome
         do {
-            let built = try bodies.build(job: job, source: source, spool: configuration, isCancelled: isCancelled,
-                                         progress: { built, written in start.advance(built, to: written) })
-            if let changed = Self.changedSince(job, source) {
+            let built = try build()
+            if let changed = changed() {
                 bodies.remove(for: job)
                 outcome = .stopped(changed)
             } else {
@@ -187,7 +223,7 @@ struct MultipartSender: Sender {
             }
         } catch {
             bodies.remove(for: job)
-            outcome = .stopped(Self.report(for: error, source: source))
+            outcome = .stopped(failure(error))
         }
         if case .built = outcome { start.body?.finish() } else { start.body?.fail(BodyStart.Abandoned()) }
         start.fire(nil)  // if the build ended before the body file existed

@@ -15,6 +15,10 @@ protocol Sender: Sendable {
     /// caller closes it). Throws only when the queue cannot record resumable state.
     func send(_ job: Job, from source: SourceFile, tracker: UploadTracker, logger: Logger) async throws -> SendResult
 
+    /// Sends a bundle: all its files in one request (multipart only; the configuration refuses
+    /// `bundles = true` for the others).
+    func send(_ job: Job, bundle: BundleSource, tracker: UploadTracker, logger: Logger) async throws -> SendResult
+
     /// Asks the server to forget the job's unfinished upload, if the protocol keeps one (best-effort).
     func endUpload(of job: Job, logger: Logger) async
 
@@ -25,6 +29,9 @@ protocol Sender: Sendable {
 
 extension Sender {
     func endUpload(of job: Job, logger: Logger) async {}
+    func send(_ job: Job, bundle: BundleSource, tracker: UploadTracker, logger: Logger) async throws -> SendResult {
+        SendResult(report: .refused("this spool's protocol sends one file per request, not a bundle"), requested: false)
+    }
     var prefetchLimit: Int64 { 0 }
 }
 
@@ -81,18 +88,19 @@ extension SendResult {
         self.init(report: report, bytesSent: result.bytesSent, progressed: result.progressed, upload: result.upload, recordsUpload: true)
     }
 
-    /// The result of one plain request (multipart, put) whose body was `bodyLength` bytes.
-    init(_ result: UploadResult, source: SourceFile, bodyLength: Int64) {
+    /// The result of one plain request (multipart, put) whose body was `bodyLength` bytes; `source`:
+    /// the file it was made from (none for a bundle's).
+    init(_ result: UploadResult, source: SourceFile?, bodyLength: Int64) {
         self.init(result, source: source)
         if case .response(_, _, _, let sent) = result, sent < bodyLength { answeredEarly = true }
     }
 
-    private init(_ result: UploadResult, source: SourceFile) {
+    private init(_ result: UploadResult, source: SourceFile?) {
         switch result {
         case .response(let status, let headers, let body, let bytesSent):
             self.init(report: .answered(ServerAnswer(status: status, headers: headers, body: body)), bytesSent: bytesSent)
         case .failed(let failure, let bytesSent) where failure.kind == .sourceChanged:
-            self.init(report: .sourceChanged(source.currentVersion), bytesSent: bytesSent)
+            self.init(report: .sourceChanged(source?.currentVersion), bytesSent: bytesSent)
         case .failed(let failure, let bytesSent):
             self.init(report: .noAnswer(failure.message), bytesSent: bytesSent)
         case .cancelled(let bytesSent):
