@@ -17,6 +17,10 @@ public struct BundleListing: Sendable, Hashable {
     public struct Entry: Sendable, Hashable {
         public var name: [UInt8]
         public var status: FileStatus
+        public init(name: [UInt8], status: FileStatus) {
+            self.name = name
+            self.status = status
+        }
     }
 
     /// The directory itself.
@@ -43,6 +47,21 @@ public struct BundleListing: Sendable, Hashable {
     /// `.fields.toml`: the bundle's own fields (``FieldSidecar`` in FerryConfig has the same name).
     public static let sidecarName = Array(".fields.toml".utf8)
 
+    /// A listing of `entries` (sorted here) in `directory`: its version computed from them.
+    public init(directory: FileStatus, entries: [Entry], truncated: Bool = false, readLimit: Int = 10_001) {
+        self.directory = directory
+        self.entries = entries.sorted { $0.name.lexicographicallyPrecedes($1.name) }
+        self.truncated = truncated
+        self.readLimit = readLimit
+        var composite = directory
+        composite.size = 0
+        for entry in self.entries {
+            if entry.status.kind == .regular && entry.name != Self.sidecarName { composite.size += entry.status.size }
+            composite.modificationTime = max(composite.modificationTime, entry.status.modificationTime)
+        }
+        status = composite
+    }
+
     /// Reads the bundle in `directory` (opened without following symlinks).
     public static func read(_ directory: DirectoryHandle, readLimit: Int = 10_001) throws(SystemError) -> BundleListing {
         let own = try directory.status()
@@ -59,14 +78,7 @@ public struct BundleListing: Sendable, Hashable {
             }
             entries.append(Entry(name: name, status: status))
         }
-        entries.sort { $0.name.lexicographicallyPrecedes($1.name) }
-        var composite = own
-        composite.size = 0
-        for entry in entries {
-            if entry.status.kind == .regular && entry.name != sidecarName { composite.size += entry.status.size }
-            composite.modificationTime = max(composite.modificationTime, entry.status.modificationTime)
-        }
-        return BundleListing(directory: own, entries: entries, truncated: truncated, status: composite, readLimit: readLimit)
+        return BundleListing(directory: own, entries: entries, truncated: truncated, readLimit: readLimit)
     }
 
     /// Reads the bundle `name` in `parent`, without following a symlink.

@@ -131,7 +131,9 @@ struct Enqueue: DaemonCommand {
     private func place(_ file: String, into target: SpoolStatus, directory: DirectoryHandle, sidecar: [UInt8]?) throws(PlacementError) -> String {
         var status = stat()
         guard stat(file, &status) == 0, FileStatus(status).kind == .directory else {
-            return try SpoolPlacement.place(file, in: directory, sidecar: sidecar)
+            // A daemon that does not say its protocol predates sidecars: keep clear of their names all the same.
+            let hasSidecars = (target.uploadProtocol ?? "multipart") == "multipart"
+            return try SpoolPlacement.place(file, in: directory, sidecar: sidecar, hasSidecars: hasSidecars)
         }
         guard target.bundles else {
             throw PlacementError("""

@@ -26,22 +26,25 @@ enum SpoolPlacement {
     }
 
     /// Refuses a name ferryd would not take as a file or bundle of its own.
-    static func checkName(_ name: String) throws(PlacementError) {
+    /// - Parameter hasSidecars: whether the spool reads `<name>.fields.toml` as a file's fields
+    ///   (multipart spools), so that such a name is not a file to upload.
+    static func checkName(_ name: String, hasSidecars: Bool = true) throws(PlacementError) {
         guard !name.isEmpty, name != "..", name != "." else { throw PlacementError("does not name a file") }
         guard !name.hasPrefix(".") else {
             throw PlacementError("its name starts with a dot, and ferryd ignores such files; rename it first")
         }
-        guard !FieldSidecar.isSidecarName(Array(name.utf8)) else {
+        guard !hasSidecars || !FieldSidecar.isSidecarName(Array(name.utf8)) else {
             throw PlacementError("its name ends in \(FieldSidecar.suffix), which marks a file's fields, not a file to upload; rename it first")
         }
     }
 
     /// Copies the regular file at `source` into `directory` under its base name, after its
     /// `sidecar` (the fields for it) if one is given.
+    /// - Parameter hasSidecars: whether the spool reads sidecars (see ``checkName(_:hasSidecars:)``).
     /// - Returns: the name it has in the spool.
-    static func place(_ source: String, in directory: DirectoryHandle, sidecar: [UInt8]?) throws(PlacementError) -> String {
+    static func place(_ source: String, in directory: DirectoryHandle, sidecar: [UInt8]?, hasSidecars: Bool) throws(PlacementError) -> String {
         let name = baseName(source)
-        try checkName(name)
+        try checkName(name, hasSidecars: hasSidecars)
         let input = open(source, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)
         guard input >= 0 else { throw PlacementError("cannot open it: \(systemErrorMessage(errno))") }
         defer { close(input) }

@@ -110,11 +110,12 @@ struct BundleTests {
             #expect(request.files.map(\.filename) == TestBundleFile.inByteOrder(Self.trickyFiles).map(\.name))
             #expect(request.files.map(\.sha256) == TestBundleFile.inByteOrder(Self.trickyFiles).map { sha256Hex($0.bytes) })
             #expect(Set(request.files.map(\.fieldName)) == ["files[]"])
-            // Spool fields in order, the bundle's value for `source` at its place, then the bundle's others.
+            // Spool fields, the bundle's value for `source` at its place, then the bundle's others.
             let key = try #require(request.idempotencyKey)
-            #expect(request.fields.map(\.name) == ["source", "job", "note", "title", "tags", "tags"])
+            // ([spool.fields] go in key order, as the README says, whatever their order in ferry.toml.)
+            #expect(request.fields.map(\.name) == ["job", "note", "source", "title", "tags", "tags"])
             #expect(request.fields.map(\.value) == [
-                "the bundle's own", key, "spool ☃", "Q3 \"report\" ☃ 📎", "first", "second; with \"quotes\"",
+                key, "spool ☃", "the bundle's own", "Q3 \"report\" ☃ 📎", "first", "second; with \"quotes\"",
             ])
             #expect(try await jobs(harness).first?.disposition == .moved)
         }
@@ -153,8 +154,10 @@ struct BundleTests {
                 Issue.record(error)  // let the request go on, to see and report what the daemon does then
             }
             gate.open()
-            try await waitUntil("a new job to be done\n\(harness.daemon?.log ?? "")", timeout: .seconds(60)) {
-                try await jobs(harness).contains { $0.state == .done && $0.id.rawValue != firstKey }
+            var seen: [Job] = []
+            try await waitUntil("a new job to be done (jobs: \(seen.map { "\($0.id) \($0.state.rawValue) \($0.disposition.map { "\($0)" } ?? "-") \($0.lastError ?? "")" }))\n\(harness.daemon?.log ?? "")", timeout: .seconds(60)) {
+                seen = try await jobs(harness)
+                return seen.contains { $0.state == .done && $0.id.rawValue != firstKey }
             }
             try await harness.waitForQuiet()
 

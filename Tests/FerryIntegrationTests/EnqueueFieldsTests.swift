@@ -117,6 +117,10 @@ struct EnqueueFieldsTests {
             let sidecarName = try await harness.ctl("enqueue", outside + "/photo.jpg.fields.toml", "--spool", "test")
             #expect(sidecarName.status == 1 && sidecarName.stdout.contains(".fields.toml"), "\(sidecarName)")
             #expect(try spoolEntries(harness.spoolPath()) == ["photo.jpg"])
+            // In a put spool the name means nothing: it is a file like any other.
+            let asFile = try await harness.ctl("enqueue", outside + "/photo.jpg.fields.toml", "--spool", "raw")
+            #expect(asFile.status == 0, "\(asFile)")
+            #expect(try spoolEntries(harness.spoolPath("raw")) == ["photo.jpg.fields.toml"])
         }
     }
 
@@ -174,7 +178,8 @@ struct EnqueueFieldsTests {
             let outside = try harness.directory.makeDirectory("outside")
             let spoolPath = harness.spoolPath("album")
             // Sparse: nothing on disk here, but seconds of copying, so the copy is under way when interrupted.
-            try makeDirectory(outside + "/big", files: [("small.txt", "small")])
+            try makeDirectory(outside + "/big", files: [("small.txt", "small"), ("huge.bin", "")])
+            try Data().write(to: URL(fileURLWithPath: outside + "/huge.bin"))
             #expect(truncate(outside + "/big/huge.bin", 4 << 30) == 0)
             #expect(truncate(outside + "/huge.bin", 4 << 30) == 0)
             for (source, temporaryPrefix) in [(outside + "/big", ".ferry-enqueue-"), (outside + "/huge.bin", ".ferryctl-")] {
@@ -182,6 +187,7 @@ struct EnqueueFieldsTests {
                     executable: try BuiltProducts.path("ferryctl"),
                     arguments: ["--socket", harness.controlSocket, "enqueue", source, "--spool", "album", "--field", "alt=x"],
                     logPath: harness.directory.url("enqueue.log"))
+                defer { if child.isRunning { child.send(SIGKILL) } }
                 try await waitUntil("enqueue to start copying \(source)") {
                     try spoolEntries(spoolPath).contains { $0.hasPrefix(temporaryPrefix) }
                 }

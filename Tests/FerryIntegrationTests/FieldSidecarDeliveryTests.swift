@@ -111,7 +111,7 @@ struct FieldSidecarDeliveryTests {
 
             #expect(harness.receiver.requests.count == 3)
             let heron = try #require(harness.receiver.acceptedRequests.first { $0.files.first?.filename == "heron.jpg" })
-            // The spool's fields in order, the file's value at its place, then the file's others.
+            // The spool's fields (in key order), the file's value at its place, then the file's others.
             #expect(heron.fields.map(\.name) == ["source", "visibility", "description"])
             #expect(heron.fields.map(\.value) == ["camera 2", "unlisted", "A \"quoted\" heron 🐦 at dawn"])
             let gull = try #require(harness.receiver.acceptedRequests.first { $0.files.first?.filename == "gull.jpg" })
