@@ -33,8 +33,13 @@ struct DaemonParts: Sendable {
         let bandwidth = BandwidthPolicy(runtime: runtime, global: uploaders.global, logger: logger)
         let disposer = Disposer(store: store, logger: logger, disposed: { hooks.wake() })
         let followUps = JobFollowUps(disposer: disposer, bodies: senders.bodies, problems: problems, requeue: { name, path in
-            guard let spool = runtime.spool(named: name), let status = spool.files.status(path), status.kind == .regular else { return }
-            await intake.submit(spool: name, files: [SpoolFile(relativePath: path, status: status)])
+            guard let spool = runtime.spool(named: name), let status = spool.files.status(path) else { return }
+            if status.kind == .directory, spool.configuration.bundles, let bundle = try? spool.files.openBundle(path) {
+                // A bundle changed after its body was built: nothing inside it is watched, so queue it here.
+                await intake.submit(spool: name, files: [SpoolFile(relativePath: path, status: bundle.listing.status, bundle: bundle.listing)])
+            } else if status.kind == .regular {
+                await intake.submit(spool: name, files: [SpoolFile(relativePath: path, status: status)])
+            }
         })
         let pipeline = JobPipeline(
             records: OutcomeRecorder(store: store, logger: logger), runtime: runtime, activity: activity, followUps: followUps, io: io,

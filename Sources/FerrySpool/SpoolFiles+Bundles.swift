@@ -27,17 +27,8 @@ extension SpoolFiles {
             }
             let bundle = try parent.openSubdirectory([name])
             return OpenedBundle(directory: bundle, listing: try BundleListing.read(bundle))
-        } catch let error as SourceOpenError {
-            throw error
-        } catch let error as SystemError {
-            switch error.code {
-            case ENOENT, ENOTDIR: throw .missing
-            case ELOOP: throw .symlink
-            case EACCES, EPERM: throw .permissionDenied(error)
-            default: throw .other(error)
-            }
         } catch {
-            throw .other(SystemError(operation: "open", path: directory, code: EIO))
+            throw openError(error)
         }
     }
 

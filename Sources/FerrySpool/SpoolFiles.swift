@@ -56,17 +56,23 @@ public struct SpoolFiles: Sendable {
                 throw SourceOpenError.notRegularFile(status.kind)
             }
             return (descriptor, status)
-        } catch let error as SourceOpenError {
-            throw error
-        } catch let error as SystemError {
-            switch error.code {
-            case ENOENT, ENOTDIR: throw .missing
-            case ELOOP: throw .symlink
-            case EACCES, EPERM: throw .permissionDenied(error)
-            default: throw .other(error)
-            }
         } catch {
-            throw .other(SystemError(operation: "open", path: directory, code: EIO))
+            throw openError(error)
+        }
+    }
+
+    /// What a failure to open something in the spool means for its upload.
+    func openError(_ error: any Error) -> SourceOpenError {
+        switch error {
+        case let error as SourceOpenError: return error
+        case let error as SystemError:
+            switch error.code {
+            case ENOENT, ENOTDIR: return .missing
+            case ELOOP: return .symlink
+            case EACCES, EPERM: return .permissionDenied(error)
+            default: return .other(error)
+            }
+        default: return .other(SystemError(operation: "open", path: directory, code: EIO))
         }
     }
 
