@@ -4,6 +4,7 @@ import FerryQueue
 import FerrySpool
 import FerrySystem
 import Foundation
+import SystemPackage
 
 /// Step 1 of the data path: open the job's source, without following symlinks, and check it is the
 /// version queued.
@@ -42,28 +43,27 @@ extension JobPipeline {
 
     /// With `prefetchLimit`, a file up to that size is also read whole (one hop for open and read);
     /// if it changed meanwhile, it is left unread and the sender finds the change. In a spool that
-    /// reads field sidecars (multipart), the file's sidecar is read too, and a sidecar that cannot be
-    /// used makes the file unusable: it is never sent with other fields than its producer gave.
+    /// reads field sidecars (multipart), the file's sidecar is read in the same call (the sender
+    /// parses it, and refuses the file if it is malformed: it is never sent with other fields than
+    /// its producer gave); its version is recorded, so it is disposed of with the file.
     static func open(_ job: Job, files: SpoolFiles, prefetchLimit: Int64 = 0, spool: SpoolConfiguration? = nil) -> Opened {
-        var sidecar: (bytes: [UInt8], version: FileVersion)?
-        if let spool, spool.uploadProtocol == .multipart {
-            switch files.readFieldSidecar(of: job.relativePath, limit: FieldSidecar.sizeLimit) {
-            case .none:
-                break
-            case .read(let bytes, let version):
-                do {
-                    _ = try FieldSidecar.parse(bytes, fileField: spool.fileField)
-                } catch {
-                    return .unusable(.refused("its field sidecar \(displayName(FieldSidecar.name(for: job.baseNameBytes))) is malformed: \(error)"),
-                                     fieldSidecar: version)
+        do throws(SourceOpenError) {
+            let descriptor: FileDescriptor
+            let status: FileStatus
+            var sidecar: (bytes: [UInt8], version: FileVersion)?
+            if let spool, spool.uploadProtocol == .multipart {
+                let read: SpoolFiles.FieldSidecarRead
+                (descriptor, status, read) = try files.openWithFieldSidecar(job.relativePath, sidecarLimit: FieldSidecar.sizeLimit)
+                switch read {
+                case .none: break
+                case .read(let bytes, let version): sidecar = (bytes, version)
+                case .unusable(let reason):
+                    try? descriptor.close()
+                    return .unusable(.refused(reason), fieldSidecar: nil)
                 }
-                sidecar = (bytes, version)
-            case .unusable(let reason):
-                return .unusable(.refused(reason), fieldSidecar: nil)
+            } else {
+                (descriptor, status) = try files.open(job.relativePath)
             }
-        }
-        do {
-            let (descriptor, status) = try files.open(job.relativePath)
             var source = SourceFile(descriptor: descriptor, status: status)
             guard status.version == job.identity else {
                 source.close()
@@ -75,7 +75,7 @@ extension JobPipeline {
             source.fieldSidecar = sidecar?.bytes
             return .source(source, fieldSidecar: sidecar?.version)
         } catch {
-            return .unusable(report(for: error, what: "file"), fieldSidecar: sidecar?.version)
+            return .unusable(report(for: error, what: "file"), fieldSidecar: nil)
         }
     }
 
@@ -98,14 +98,6 @@ extension JobPipeline {
         if let entry = listing.sidecar {
             guard let bytes = opened.directory.readPrefix(entry.name, limit: FieldSidecar.sizeLimit + 1) else {
                 return .unusable(.localFailure("cannot read the bundle's \(displayName(entry.name))"), fieldSidecar: nil)
-            }
-            do {
-                let fields = try FieldSidecar.parse(bytes, fileField: spool.bundleFileField)
-                if Placeholders.needsDigest(fields.map(\.value)) {
-                    return .unusable(.refused("its field sidecar \(displayName(entry.name)) uses {sha256}, but a bundle has no single SHA-256"), fieldSidecar: nil)
-                }
-            } catch {
-                return .unusable(.refused("its field sidecar \(displayName(entry.name)) is malformed: \(error)"), fieldSidecar: nil)
             }
             sidecar = bytes
         }

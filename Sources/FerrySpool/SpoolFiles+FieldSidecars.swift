@@ -23,11 +23,28 @@ extension SpoolFiles {
     /// The sidecar's path for a file's path below the spool.
     static func fieldSidecarPath(for relativePath: [UInt8]) -> [UInt8] { relativePath + BundleListing.sidecarName }
 
-    /// Reads the field sidecar of the file at `relativePath`, without following a symlink; up to
-    /// `limit + 1` bytes.
-    public func readFieldSidecar(of relativePath: [UInt8], limit: Int) -> FieldSidecarRead {
-        let path = Self.fieldSidecarPath(for: relativePath)
-        guard let root = try? DirectoryHandle.open(directory), let (parent, name) = try? root.openParent(of: path) else { return .none }
+    /// Opens a file for reading, as ``open(_:)``, and reads its field sidecar through the same
+    /// directory handle (up to `sidecarLimit + 1` bytes, without following a symlink).
+    public func openWithFieldSidecar(
+        _ relativePath: [UInt8], sidecarLimit: Int
+    ) throws(SourceOpenError) -> (FileDescriptor, FileStatus, FieldSidecarRead) {
+        do {
+            let root = try DirectoryHandle.open(directory)
+            let (parent, name) = try root.openParent(of: relativePath)
+            let sidecar = Self.readFieldSidecar(Self.fieldSidecarName(for: name), in: parent, limit: sidecarLimit)
+            let (descriptor, status) = try parent.openForReading(name)
+            guard status.kind == .regular else {
+                try? descriptor.close()
+                throw SourceOpenError.notRegularFile(status.kind)
+            }
+            return (descriptor, status, sidecar)
+        } catch {
+            throw openError(error)
+        }
+    }
+
+    /// Reads the sidecar `name` in `parent`.
+    static func readFieldSidecar(_ name: [UInt8], in parent: DirectoryHandle, limit: Int) -> FieldSidecarRead {
         let descriptor: FileDescriptor
         let status: FileStatus
         do {

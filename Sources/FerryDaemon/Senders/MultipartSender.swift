@@ -39,7 +39,8 @@ struct MultipartSender: Sender {
     var prefetchLimit: Int64 { Self.inMemoryLimit }
 
     func send(_ job: Job, from source: SourceFile, tracker: UploadTracker, logger: Logger) async throws -> SendResult {
-        let (fields, refusal) = Self.fields(configuration.fields, sidecar: source.fieldSidecar, fileField: configuration.fileField)
+        let (fields, refusal) = Self.fields(
+            configuration.fields, sidecar: source.fieldSidecar, named: FieldSidecar.name(for: job.baseNameBytes), fileField: configuration.fileField)
         if let refusal { return SendResult(report: refusal, requested: false) }
         if source.status.size <= Self.inMemoryLimit {
             return await sendFromMemory(job, from: source, fields: fields, tracker: tracker, logger: logger)
@@ -50,13 +51,16 @@ struct MultipartSender: Sender {
     }
 
     /// The request's fields: the spool's, merged with those of the file's (or bundle's) sidecar.
-    /// A sidecar that cannot be used gives a refusal instead (the file is never sent with other fields).
-    static func fields(_ spool: [NamedValue], sidecar: [UInt8]?, fileField: String) -> (fields: [NamedValue], refusal: AttemptReport?) {
+    /// A sidecar (called `name`) that cannot be used gives a refusal instead: the file is never sent
+    /// with other fields than its producer gave.
+    static func fields(
+        _ spool: [NamedValue], sidecar: [UInt8]?, named name: [UInt8], fileField: String
+    ) -> (fields: [NamedValue], refusal: AttemptReport?) {
         guard let sidecar else { return (spool, nil) }
         do {
             return (FieldSidecar.merged(spool: spool, file: try FieldSidecar.parse(sidecar, fileField: fileField)), nil)
         } catch {
-            return ([], .refused("its field sidecar is malformed: \(error)"))
+            return ([], .refused("its field sidecar \(displayName(name)) is malformed: \(error)"))
         }
     }
 
