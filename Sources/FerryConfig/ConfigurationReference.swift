@@ -43,7 +43,7 @@ public enum ConfigurationReference {
               "close a control connection with no request in progress after this long"),
         .init(.topLevel, ["max_concurrent_uploads"],
               default: "`8`",
-              "uploads in flight at once, across all spools (1–256); small files deliver faster with more (docs/PERFORMANCE.md), each large multipart file in flight needs its snapshot in `state_directory`"),
+              "requests being sent at once, across all spools (1–256); up to twice as many more jobs are claimed ahead, their files open, waiting for a slot (`ferryctl status`: phase `waiting`); small files deliver faster with more (docs/PERFORMANCE.md), each large multipart file being sent needs its snapshot in `state_directory`"),
         .init(.topLevel, ["log_level"],
               default: "`info`",
               "`trace` `debug` `info` `notice` `warning` `error` `critical`"),

@@ -50,8 +50,11 @@ final class JobPipeline: Sendable {
 
     /// Processes one job that the scheduler moved to `uploading`. The work runs in a task of its own
     /// so that an operator can stop this one job (hold, cancel); cancelling the caller (shutdown)
-    /// stops it too.
-    func process(_ job: Job) async {
+    /// stops it too. Once the file is open, `enter` waits for an upload slot (it throws if the job
+    /// is stopped or the daemon shuts down first: the job then goes back to the queue unsent);
+    /// `sent` is called once the send is over (or was never started), before the fate is recorded:
+    /// the scheduler gives the slot to the next job then.
+    func process(_ job: Job, enter: @escaping @Sendable () async throws -> Void = {}, sent: @escaping @Sendable () -> Void = {}) async {
         activity.begin(job, estimatedTotal: job.identity.size)
         defer { activity.end(job) }
         var log = logger
@@ -60,7 +63,7 @@ final class JobPipeline: Sendable {
         log[metadataKey: "file"] = "\(job.displayPath)"
         let work = Task { [log] in
             do {
-                try await self.run(job, log: log)
+                try await self.run(job, log: log, enter: enter, sent: sent)
             } catch {
                 // Only the queue database can throw here. The job stays `uploading` in the database and
                 // is put back in the queue at the next start; say so loudly.
@@ -71,9 +74,10 @@ final class JobPipeline: Sendable {
         await withTaskCancellationHandler { await work.value } onCancel: { work.cancel() }
     }
 
-    private func run(_ job: Job, log: Logger) async throws {
+    private func run(_ job: Job, log: Logger, enter: @Sendable () async throws -> Void, sent: @Sendable () -> Void) async throws {
         let startedAt = Date()
         guard let spool = runtime.spool(named: job.spool) else {
+            sent()
             return try await conclude(job, spool: nil, SendResult(report: .spoolMissing, requested: false), startedAt: startedAt, log: log)
         }
         // 1. Open.
@@ -85,13 +89,22 @@ final class JobPipeline: Sendable {
         case .unusable(let report, _):
             result = SendResult(report: report, requested: false)
         case .source(let source, _):
-            // 2. Send.
+            // 2. Send, once a slot is free.
             defer { source.close() }
-            result = try await spool.sender.send(job, from: source, tracker: UploadTracker(activity: activity, job: job), logger: log)
+            if (try? await enter()) == nil {
+                result = SendResult(report: .stopped, requested: false)
+            } else {
+                result = try await spool.sender.send(job, from: source, tracker: UploadTracker(activity: activity, job: job), logger: log)
+            }
         case .bundle(let bundle):
             defer { bundle.close() }
-            result = try await spool.sender.send(job, bundle: bundle, tracker: UploadTracker(activity: activity, job: job), logger: log)
+            if (try? await enter()) == nil {
+                result = SendResult(report: .stopped, requested: false)
+            } else {
+                result = try await spool.sender.send(job, bundle: bundle, tracker: UploadTracker(activity: activity, job: job), logger: log)
+            }
         }
+        sent()
         try await conclude(job, spool: spool, result, startedAt: startedAt, log: log)
     }
 

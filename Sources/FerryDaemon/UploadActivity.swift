@@ -105,6 +105,19 @@ final class ActiveJobs: Sendable {
         entries.withLock { $0[job.sequence ?? -1]?.intervention }
     }
 
+    /// The job waits for an upload slot (`true`), or has one now and prepares its request (`false`).
+    func waitingForSlot(_ job: Job, _ waiting: Bool) {
+        entries.withLock { $0[job.sequence ?? -1]?.phase = waiting ? .waiting : .preparing }
+    }
+
+    /// The job goes back to the queue unsent, not counted, because its spool may not start uploads
+    /// now (paused, outside its upload window); an operator's hold or cancel asked first stands.
+    func requeue(_ job: Job, reason: String) {
+        entries.withLock { entries in
+            if entries[job.sequence ?? -1]?.intervention == nil { entries[job.sequence ?? -1]?.intervention = .requeue(reason: reason) }
+        }
+    }
+
     /// The request is about to be sent. For a resumed upload, `confirmed` is where the server's copy
     /// ends: progress counts from there (and only bytes sent now count as sent).
     func sending(_ job: Job, total: Int64, confirmed: Int64? = nil) {

@@ -27,7 +27,7 @@ struct WireFormatTests {
         try expectNames(AttemptInfo.Outcome.self, ["success", "retry", "failure", "interrupted"])
         try expectNames(JobDetail.Location.self, ["spool", "sent", "failed", "deleted", "kept", "missing"])
         try expectNames(JobDetail.Disposition.self, ["deleted", "moved", "kept", "left", "missing"])
-        try expectNames(UploadProgress.Phase.self, ["preparing", "sending"])
+        try expectNames(UploadProgress.Phase.self, ["waiting", "preparing", "sending"])
         try expectNames(WatchEvent.Kind.self, ["job", "progress"])
         try expectNames(JobEventName.self, [
             "queued", "started", "retry", "done", "failed", "requeued", "superseded", "held", "released", "retried",

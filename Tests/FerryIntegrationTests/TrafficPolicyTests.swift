@@ -100,4 +100,39 @@ struct TrafficPolicyTests {
         await proxy.stop()
         try await receiver.stop()
     }
+
+    @Test("jobs claimed ahead wait for a slot; paused, they go back to the queue unsent while the upload in flight finishes")
+    func claimedAheadPause() async throws {
+        let scratch = try TemporaryDirectory()
+        let receiver = try await Receiver.start(directory: scratch.url("received"), discard: true)
+        let spool = TestSpool(options: ["protocol = \"put\"", "bandwidth_limit = \"1MiB/s\""])
+        try await withDaemonHarness(spools: [spool], topLevel: ["max_concurrent_uploads = 1"], url: receiver.url(path: "/in")) { harness in
+            try await harness.start()
+            #expect(try await harness.ctl("pause").status == 0)
+            for index in 0..<3 { try harness.drop("f\(index).bin", pseudoRandomBytes(3 << 20, seed: UInt64(index))) }
+            try await waitUntil("the files to be queued") { try await jobs(harness).count == 3 }
+            #expect(try await harness.ctl("resume").status == 0)
+            try await waitUntil("one upload sending and two waiting for the slot") {
+                let uploads = try await harness.ctl("status", "--json").json()["uploads"] as? [[String: Any]] ?? []
+                let phases = uploads.compactMap { $0["phase"] as? String }.sorted()
+                return phases == ["sending", "waiting", "waiting"] && (receiver.requests.first?.bodyBytes ?? 0) > 0
+            }
+            #expect(receiver.requests.count == 1, "one slot: one request at a time")
+            #expect(try await harness.ctl("pause", "test").status == 0)
+            try await waitUntil("the two waiting jobs to be queued again") {
+                try await jobs(harness).filter { $0.state == .queued }.count == 2
+            }
+            try await waitUntil("the upload in flight to finish", timeout: .seconds(20)) {
+                try await jobs(harness).filter { $0.state == .done }.count == 1
+            }
+            let queued = try await jobs(harness).filter { $0.state == .queued }
+            #expect(queued.count == 2 && queued.allSatisfy { $0.attempts == 0 }, "\(queued)")
+            #expect(receiver.requests.count == 1, "nothing of a paused spool starts")
+            #expect(harness.daemon?.log.contains("the spool is paused") == true)
+            #expect(try await harness.ctl("resume").status == 0)
+            try await waitUntil("every delivery", timeout: .seconds(30)) { try await jobs(harness).allSatisfy { $0.state == .done } }
+            #expect(receiver.requests.count == 3)
+        }
+        try await receiver.stop()
+    }
 }

@@ -50,6 +50,9 @@ public struct UploadProgress: Sendable, Codable, Hashable {
 extension UploadProgress {
     /// What an upload in flight is doing.
     public enum Phase: ControlVocabulary {
+        /// Claimed ahead: its file is open, and it waits for one of the `max_concurrent_uploads`
+        /// slots.
+        case waiting
         /// Opening the file and building the request body.
         case preparing
         /// Sending the request.
@@ -57,10 +60,11 @@ extension UploadProgress {
         /// A name this build does not know (from a newer daemon).
         case unrecognized(String)
 
-        public static let allCases: [Phase] = [.preparing, .sending]
+        public static let allCases: [Phase] = [.waiting, .preparing, .sending]
 
         public var rawValue: String {
             switch self {
+            case .waiting: "waiting"
             case .preparing: "preparing"
             case .sending: "sending"
             case .unrecognized(let name): name
