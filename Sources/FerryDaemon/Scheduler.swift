@@ -224,20 +224,21 @@ final class Scheduler: Sendable {
                                 state.inFlight += 1
                                 state.inFlightBySpool[job.spool, default: 0] += 1
                             }
+                            // The ticket takes the job's place in line now, in claim order. The slot
+                            // is given back once the send is over, so that recording the fate and
+                            // disposing of the file overlap the next job's send.
+                            let ticket = SlotTicket(
+                                job: job, priority: turn.priority[job.spool] ?? 0, gate: gate, activity: pipeline.activity,
+                                heldReason: { self.heldReason(for: $0) },
+                                onRelease: {
+                                    self.state.withLock { state in
+                                        state.inFlight -= 1
+                                        state.finishing += 1
+                                        state.inFlightBySpool[job.spool, default: 1] -= 1
+                                    }
+                                    self.doorbell.ring()
+                                })
                             group.addTask {
-                                // The slot is given back once the send is over, so that recording the
-                                // fate and disposing of the file overlap the next job's send.
-                                let ticket = SlotTicket(
-                                    job: job, priority: turn.priority[job.spool] ?? 0, gate: self.gate, activity: self.pipeline.activity,
-                                    heldReason: { self.heldReason(for: $0) },
-                                    onRelease: {
-                                        self.state.withLock { state in
-                                            state.inFlight -= 1
-                                            state.finishing += 1
-                                            state.inFlightBySpool[job.spool, default: 1] -= 1
-                                        }
-                                        self.doorbell.ring()
-                                    })
                                 await self.pipeline.process(job, enter: ticket.enter, sent: ticket.release)
                                 ticket.release()
                                 self.state.withLock { $0.finishing -= 1 }

@@ -2,8 +2,9 @@ import FerryQueue
 import Synchronization
 
 /// One claimed job's place in the upload slots. The scheduler claims a few jobs more than there
-/// are slots; each one's pipeline opens its file and then ``enter()``s: it waits at the
-/// ``UploadGate`` for a slot. Once the send is over the pipeline calls ``release()``, which gives
+/// are slots and makes their tickets in the order it claimed them (each takes a place in line at
+/// the ``UploadGate``); each one's pipeline opens its file and then ``enter()``s: it waits for a
+/// slot. Once the send is over the pipeline calls ``release()``, which gives
 /// the slot and the claim back at once (recording the job's fate and disposing of its file then
 /// overlap the next job's send).
 ///
@@ -11,8 +12,9 @@ import Synchronization
 /// upload window) does not send: it goes back to the queue, not counted.
 final class SlotTicket: Sendable {
     let job: Job
-    let priority: Int
     let gate: UploadGate
+    /// The job's place in line, taken when it was claimed.
+    let place: UploadGate.Place
     let activity: ActiveJobs
     /// Why the job's spool may not start uploads now, or `nil` if it may.
     let heldReason: @Sendable (_ spool: String) -> String?
@@ -21,11 +23,12 @@ final class SlotTicket: Sendable {
 
     private let state = Mutex((entered: false, released: false))
 
+    /// Takes the job's place in line: call it in the order the jobs were claimed.
     init(job: Job, priority: Int, gate: UploadGate, activity: ActiveJobs,
          heldReason: @escaping @Sendable (String) -> String?, onRelease: @escaping @Sendable () -> Void) {
         self.job = job
-        self.priority = priority
         self.gate = gate
+        self.place = gate.reserve(priority: priority, tag: job.spool)
         self.activity = activity
         self.heldReason = heldReason
         self.onRelease = onRelease
@@ -36,7 +39,7 @@ final class SlotTicket: Sendable {
     func enter() async throws {
         activity.waitingForSlot(job, true)
         do {
-            try await gate.enter(priority: priority, tag: job.spool)
+            try await gate.enter(place)
         } catch {
             if let reason = heldReason(job.spool) { activity.requeue(job, reason: reason) }
             throw error
@@ -57,7 +60,7 @@ final class SlotTicket: Sendable {
             return (!state.released, state.entered)
         }
         guard first else { return }
-        if entered { gate.leave() }
+        if entered { gate.leave() } else { gate.withdraw(place) }
         onRelease()
     }
 }

@@ -1,28 +1,37 @@
 import Synchronization
 
-/// The upload slots, as a gate: at most `capacity` jobs send at once, and the others wait at the
-/// gate, higher `priority` first and otherwise in the order they came.
+/// The upload slots, as a gate: at most `capacity` jobs send at once; the others wait in line,
+/// higher `priority` first and otherwise in the order they were claimed.
 ///
-/// The scheduler claims a few jobs more than there are slots, and their pipelines open and read
-/// their files while they wait here; so a slot given back is taken at once by a job that is
-/// ready to send, rather than after a claim's commit and an open. Waiting can be cancelled (an
-/// operator stopping the job, shutdown), and a closed gate (shutdown) lets no one in.
+/// The scheduler claims a few jobs more than there are slots and gives each a ``Place`` in line at
+/// once, in the order it claimed them; their pipelines open and read their files, then
+/// ``enter(_:)``. So a slot given back is taken at once by a job that is ready to send, rather than
+/// after a claim's commit and an open. A job not ready yet keeps its place: a job of lower priority
+/// does not pass it (one of the same priority may). Waiting can be cancelled (an operator stopping
+/// the job, shutdown); a closed gate (shutdown) lets no one in.
 final class UploadGate: Sendable {
-    /// The gate was closed, or the waiting task cancelled: the job does not send.
+    /// The gate was closed, the waiting task cancelled, or the place refused: the job does not send.
     struct Refused: Error {}
 
-    private struct Waiter {
+    /// A job's place in line, taken when it is claimed.
+    struct Place: Sendable, Hashable {
+        fileprivate let id: UInt64
+    }
+
+    private struct Entry {
         let id: UInt64
         let priority: Int
         let tag: String
-        let continuation: CheckedContinuation<Void, any Error>
+        /// Set once the job is ready to send and waits in ``enter(_:)``.
+        var continuation: CheckedContinuation<Void, any Error>?
     }
     private struct State {
         var capacity: Int
         var inUse = 0
-        var waiters: [Waiter] = []
-        /// Waiters cancelled before they were queued.
-        var cancelled: Set<UInt64> = []
+        /// Higher priority first, then in the order the places were taken.
+        var line: [Entry] = []
+        /// Places taken out of line before their job entered (refused, cancelled, closed).
+        var refused: Set<UInt64> = []
         var nextID: UInt64 = 0
         var closed = false
     }
@@ -37,95 +46,138 @@ final class UploadGate: Sendable {
     var capacity: Int {
         get { state.withLock { $0.capacity } }
         set {
-            let admitted = state.withLock { state -> [Waiter] in
+            let admitted = state.withLock { state -> [CheckedContinuation<Void, any Error>] in
                 state.capacity = newValue
                 return Self.admit(&state)
             }
-            for waiter in admitted { waiter.continuation.resume() }
+            for continuation in admitted { continuation.resume() }
         }
     }
 
     /// The number of jobs sending now.
     var inUse: Int { state.withLock { $0.inUse } }
 
-    /// The number of jobs waiting for a slot.
-    var waiting: Int { state.withLock { $0.waiters.count } }
+    /// The number of jobs in line (ready or not).
+    var waiting: Int { state.withLock { $0.line.count } }
 
-    /// Waits for a slot (behind waiters of the same or a higher `priority`). Throws ``Refused`` if
-    /// the gate is closed, the task is cancelled, or ``refuse(where:)`` names its `tag` first.
-    func enter(priority: Int = 0, tag: String = "") async throws {
-        let id = state.withLock { state -> UInt64 in
+    /// The number of jobs in line that are ready and wait in ``enter(_:)``.
+    var ready: Int { state.withLock { $0.line.filter { $0.continuation != nil }.count } }
+
+    /// Takes a place in line for a job just claimed; `tag` (its spool) is what ``refuse(where:)``
+    /// matches.
+    func reserve(priority: Int = 0, tag: String = "") -> Place {
+        state.withLock { state in
             state.nextID &+= 1
-            return state.nextID
-        }
-        // A task cancelled after it entered (or after it was refused) leaves no mark behind; if it
-        // entered, it gives the slot back with `leave`.
-        defer { state.withLock { _ = $0.cancelled.remove(id) } }
-        try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-                let outcome = state.withLock { state -> Bool? in
-                    if state.closed || state.cancelled.remove(id) != nil { return false }
-                    if state.waiters.isEmpty && state.inUse < state.capacity {
-                        state.inUse += 1
-                        return true
-                    }
-                    let place = state.waiters.firstIndex { $0.priority < priority } ?? state.waiters.endIndex
-                    state.waiters.insert(Waiter(id: id, priority: priority, tag: tag, continuation: continuation), at: place)
-                    return nil
-                }
-                switch outcome {
-                case true?: continuation.resume()
-                case false?: continuation.resume(throwing: Refused())
-                case nil: break
-                }
+            let id = state.nextID
+            if state.closed {
+                state.refused.insert(id)
+            } else {
+                let index = state.line.firstIndex { $0.priority < priority } ?? state.line.endIndex
+                state.line.insert(Entry(id: id, priority: priority, tag: tag), at: index)
             }
-        } onCancel: {
-            let waiter = state.withLock { state -> Waiter? in
-                guard let index = state.waiters.firstIndex(where: { $0.id == id }) else {
-                    state.cancelled.insert(id)
-                    return nil
-                }
-                return state.waiters.remove(at: index)
-            }
-            waiter?.continuation.resume(throwing: Refused())
+            return Place(id: id)
         }
     }
 
-    /// Gives a slot back; the first waiter, if any, takes it.
+    /// Takes a place and waits for a slot.
+    func enter(priority: Int = 0, tag: String = "") async throws {
+        try await enter(reserve(priority: priority, tag: tag))
+    }
+
+    /// The job is ready: waits for a slot. Throws ``Refused`` if the gate is closed, the task is
+    /// cancelled, or the place was refused first; the place is then gone.
+    func enter(_ place: Place) async throws {
+        defer { state.withLock { _ = $0.refused.remove(place.id) } }
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                let (admitted, refused) = state.withLock { state -> ([CheckedContinuation<Void, any Error>], Bool) in
+                    guard !state.closed, !state.refused.contains(place.id),
+                          let index = state.line.firstIndex(where: { $0.id == place.id }) else {
+                        return ([], true)
+                    }
+                    state.line[index].continuation = continuation
+                    return (Self.admit(&state), false)
+                }
+                if refused { continuation.resume(throwing: Refused()) }
+                for continuation in admitted { continuation.resume() }
+            }
+        } onCancel: {
+            let (taken, admitted) = take { $0.id == place.id }
+            for continuation in taken { continuation.resume(throwing: Refused()) }
+            for continuation in admitted { continuation.resume() }
+        }
+    }
+
+    /// Gives up a place whose job will not enter (it ended before its send); those behind it move
+    /// up. A place already admitted or gone is left alone.
+    func withdraw(_ place: Place) {
+        let (taken, admitted) = take { $0.id == place.id }
+        for continuation in taken { continuation.resume(throwing: Refused()) }
+        for continuation in admitted { continuation.resume() }
+        state.withLock { _ = $0.refused.remove(place.id) }
+    }
+
+    /// Gives a slot back; the first in line that is ready takes it.
     func leave() {
-        let admitted = state.withLock { state -> [Waiter] in
+        let admitted = state.withLock { state -> [CheckedContinuation<Void, any Error>] in
             state.inUse -= 1
             return Self.admit(&state)
         }
-        for waiter in admitted { waiter.continuation.resume() }
+        for continuation in admitted { continuation.resume() }
     }
 
-    /// Refuses those waiting whose `tag` (the scheduler's: their spool) matches: their spool may
-    /// not start uploads now.
+    /// Refuses the places whose `tag` (the scheduler's: their spool) matches: their spool may not
+    /// start uploads now.
     func refuse(where matches: (String) -> Bool) {
-        let refused = state.withLock { state -> [Waiter] in
-            let refused = state.waiters.filter { matches($0.tag) }
-            if !refused.isEmpty { state.waiters.removeAll { matches($0.tag) } }
-            return refused
-        }
-        for waiter in refused { waiter.continuation.resume(throwing: Refused()) }
+        let (taken, admitted) = take { matches($0.tag) }
+        for continuation in taken { continuation.resume(throwing: Refused()) }
+        for continuation in admitted { continuation.resume() }
     }
 
-    /// Lets no one in any more; those waiting are refused.
+    /// Lets no one in any more; those in line are refused.
     func close() {
-        let refused = state.withLock { state -> [Waiter] in
-            state.closed = true
-            defer { state.waiters.removeAll() }
-            return state.waiters
-        }
-        for waiter in refused { waiter.continuation.resume(throwing: Refused()) }
+        state.withLock { $0.closed = true }
+        let (taken, _) = take { _ in true }
+        for continuation in taken { continuation.resume(throwing: Refused()) }
     }
 
-    private static func admit(_ state: inout State) -> [Waiter] {
-        var admitted: [Waiter] = []
-        while !state.closed && state.inUse < state.capacity && !state.waiters.isEmpty {
-            state.inUse += 1
-            admitted.append(state.waiters.removeFirst())
+    /// Takes the matching entries out of line (refusing the places of those not waiting yet), and
+    /// lets in those that no longer wait behind them.
+    private func take(where matches: (Entry) -> Bool) -> (taken: [CheckedContinuation<Void, any Error>], admitted: [CheckedContinuation<Void, any Error>]) {
+        state.withLock { state in
+            var taken: [CheckedContinuation<Void, any Error>] = []
+            var kept: [Entry] = []
+            for entry in state.line {
+                if !matches(entry) {
+                    kept.append(entry)
+                } else if let continuation = entry.continuation {
+                    taken.append(continuation)
+                } else {
+                    state.refused.insert(entry.id)
+                }
+            }
+            state.line = kept
+            return (taken, Self.admit(&state))
+        }
+    }
+
+    /// Lets in the ready entries that fit, in line order; an entry not ready yet holds back those
+    /// of lower priority behind it.
+    private static func admit(_ state: inout State) -> [CheckedContinuation<Void, any Error>] {
+        var admitted: [CheckedContinuation<Void, any Error>] = []
+        var blocking: Int?
+        var index = 0
+        while !state.closed && state.inUse < state.capacity && index < state.line.count {
+            let entry = state.line[index]
+            if let blocking, entry.priority < blocking { break }
+            if let continuation = entry.continuation {
+                state.inUse += 1
+                state.line.remove(at: index)
+                admitted.append(continuation)
+            } else {
+                blocking = blocking ?? entry.priority
+                index += 1
+            }
         }
         return admitted
     }

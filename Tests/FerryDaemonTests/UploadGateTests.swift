@@ -46,8 +46,9 @@ struct UploadGateTests {
         let gate = UploadGate(capacity: capacity)
         let order = Arrivals()
         let tasks = (0..<6).map { Self.entering(gate, "job\($0)", order: order) }
-        try await Self.until("\(capacity) in and the rest waiting") { gate.inUse == capacity && gate.waiting == 6 - capacity }
-        #expect(order.count == capacity)
+        try await Self.until("\(capacity) in and the rest waiting") {
+            gate.inUse == capacity && gate.waiting == 6 - capacity && order.count == capacity
+        }
         for admitted in capacity..<6 {
             gate.leave()
             try await Self.until("one more in") { order.count == admitted + 1 }
@@ -138,5 +139,82 @@ struct UploadGateTests {
             if await waiter.value { admitted += 1 }
         }
         #expect(admitted == 3)
+    }
+
+    /// Starts a task that enters the gate at `place` and, once in, notes `name` in `order`.
+    static func entering(_ gate: UploadGate, at place: UploadGate.Place, _ name: String, order: Arrivals) -> Task<Bool, Never> {
+        Task {
+            do {
+                try await gate.enter(place)
+                order.append(name)
+                return true
+            } catch {
+                return false
+            }
+        }
+    }
+
+    @Test("A place taken at the claim holds back lower priorities until its job is ready; the same priority may pass it")
+    func placesKeepTheClaimOrder() async throws {
+        let gate = UploadGate(capacity: 1)
+        let order = Arrivals()
+        let urgent = gate.reserve(priority: 10)
+        let bulk = gate.reserve(priority: 0)
+        let bulkTask = Self.entering(gate, at: bulk, "bulk", order: order)
+        try await Self.until("bulk ready in line") { gate.ready == 1 && gate.waiting == 2 }
+        #expect(gate.inUse == 0 && order.isEmpty, "the free slot waits for the urgent job, which is still opening its file")
+        let urgentTask = Self.entering(gate, at: urgent, "urgent", order: order)
+        try await Self.until("urgent in") { order.count == 1 }
+        gate.leave()
+        try await Self.until("bulk in") { order.count == 2 }
+        #expect(order.all == ["urgent", "bulk"])
+        #expect(await urgentTask.value)
+        #expect(await bulkTask.value)
+
+        let first = gate.reserve(priority: 0)
+        let second = gate.reserve(priority: 0)
+        let secondTask = Self.entering(gate, at: second, "second", order: order)
+        gate.leave()
+        try await Self.until("second in, ahead of first, which is not ready") { order.count == 3 }
+        #expect(order.all.last == "second" && gate.waiting == 1)
+        gate.leave()
+        gate.withdraw(first)
+        #expect(gate.waiting == 0 && gate.inUse == 0)
+        await #expect(throws: UploadGate.Refused.self) { try await gate.enter(first) }
+        #expect(await secondTask.value)
+    }
+
+    @Test("A withdrawn place (its job ended before its send) lets those behind it in")
+    func withdrawnPlaceUnblocks() async throws {
+        let gate = UploadGate(capacity: 1)
+        let order = Arrivals()
+        let gone = gate.reserve(priority: 5)
+        let low = gate.reserve(priority: 0)
+        let lowTask = Self.entering(gate, at: low, "low", order: order)
+        try await Self.until("low ready in line") { gate.ready == 1 && gate.waiting == 2 }
+        #expect(order.isEmpty)
+        gate.withdraw(gone)
+        try await Self.until("low in") { order.count == 1 }
+        #expect(await lowTask.value)
+        #expect(gate.inUse == 1)
+    }
+
+    @Test("Refusing a spool's places takes out its jobs, ready or not, and they do not enter later")
+    func refusedPlaces() async throws {
+        let gate = UploadGate(capacity: 1)
+        try await gate.enter()
+        let order = Arrivals()
+        let pausedReady = Self.entering(gate, "paused", order: order)
+        let pausedLater = gate.reserve(tag: "paused-spool")
+        let other = gate.reserve(tag: "other")
+        try await Self.until("in line, one of them ready") { gate.ready == 1 && gate.waiting == 3 }
+        gate.refuse { $0 == "" || $0 == "paused-spool" }
+        #expect(await pausedReady.value == false)
+        await #expect(throws: UploadGate.Refused.self) { try await gate.enter(pausedLater) }
+        #expect(gate.waiting == 1)
+        let otherTask = Self.entering(gate, at: other, "other", order: order)
+        gate.leave()
+        #expect(await otherTask.value)
+        #expect(order.all == ["other"])
     }
 }

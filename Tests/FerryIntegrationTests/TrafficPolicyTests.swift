@@ -135,4 +135,39 @@ struct TrafficPolicyTests {
         }
         try await receiver.stop()
     }
+
+    @Test("a job waiting for a slot is held or cancelled at once, unsent, while the upload in flight goes on")
+    func claimedAheadHoldAndCancel() async throws {
+        let scratch = try TemporaryDirectory()
+        let receiver = try await Receiver.start(directory: scratch.url("received"), discard: true)
+        let spool = TestSpool(options: ["protocol = \"put\"", "bandwidth_limit = \"1MiB/s\""])
+        try await withDaemonHarness(spools: [spool], topLevel: ["max_concurrent_uploads = 1"], url: receiver.url(path: "/in")) { harness in
+            try await harness.start()
+            #expect(try await harness.ctl("pause").status == 0)
+            for index in 0..<3 { try harness.drop("f\(index).bin", pseudoRandomBytes(4 << 20, seed: UInt64(index))) }
+            try await waitUntil("the files to be queued") { try await jobs(harness).count == 3 }
+            #expect(try await harness.ctl("resume").status == 0)
+            var waiting: [String] = []
+            try await waitUntil("one upload sending and two waiting for the slot") {
+                let uploads = try await harness.ctl("status", "--json").json()["uploads"] as? [[String: Any]] ?? []
+                waiting = uploads.filter { $0["phase"] as? String == "waiting" }.compactMap { $0["job"] as? String }
+                return waiting.count == 2 && (receiver.requests.first?.bodyBytes ?? 0) > 0
+            }
+            let held = try await harness.ctl("hold", waiting[0])
+            #expect(held.status == 0 && held.stdout.contains("held"), "\(held)")
+            let cancelled = try await harness.ctl("cancel", waiting[1])
+            #expect(cancelled.status == 0, "\(cancelled)")
+            let states = Dictionary(uniqueKeysWithValues: try await jobs(harness).map { ($0.id.rawValue, $0.state) })
+            #expect(states[waiting[0]] == .held && states[waiting[1]] == .cancelled, "\(states)")
+            #expect(states.values.filter { $0 == .uploading }.count == 1, "the upload in flight goes on: \(states)")
+            #expect(receiver.requests.count == 1, "neither stopped job sent anything")
+            let stopped = try await jobs(harness).filter { waiting.contains($0.id.rawValue) }
+            #expect(stopped.count == 2 && stopped.allSatisfy { $0.attempts == 0 }, "a job stopped before its send has made no attempt")
+            try await waitUntil("the upload in flight to finish", timeout: .seconds(20)) {
+                try await jobs(harness).contains { $0.state == .done }
+            }
+            #expect(receiver.requests.count == 1)
+        }
+        try await receiver.stop()
+    }
 }
