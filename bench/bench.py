@@ -662,10 +662,12 @@ class Bench:
             log(f"   READY {r['ready_s']:.2f}s; status {r['status_ms']['p50']:.1f} ms; list {r['list_ms']['p50']:.1f} ms; "
                 f"RSS {r['rss_restarted_mib']:.1f} MiB")
             receiver = self.receiver(port)
+            stop_profile = self.profiler(daemon, "drain")
             t0 = time.monotonic()
             daemon.ctl("resume")
             wait_for_empty_spool(daemon.spool, 3600, "the spool to drain")
             r["drain_s"] = time.monotonic() - t0
+            stop_profile()
             r["drain_files_per_s"] = count / r["drain_s"]
             r["hwm_drain_mib"] = daemon.hwm_mib()
             failed = daemon.failed_files()
@@ -920,7 +922,7 @@ def main():
     parser.add_argument("--work-dir", default=None, help="where temporary spools and state live (default: $TMPDIR)")
     parser.add_argument("--strace", metavar="DIR", help="count ferryd's system calls with `strace -f -c` in scenarios 1 and 2 "
                         "(one summary per run in DIR; slows ferryd: the rates of such a run mean nothing)")
-    parser.add_argument("--profile", metavar="DIR", help="record ferryd with `perf record -g` in scenarios 1 and 2 (files in DIR)")
+    parser.add_argument("--profile", metavar="DIR", help="record ferryd with `perf record -g` in scenarios 1 and 2 and in the drain of scenario 4 (files in DIR)")
     parser.add_argument("--skip-peers", action="store_true", help="measure ferryd only (for profiling and quick checks)")
     parser.add_argument("--ferryd-config", default="", help="extra top-level ferry.toml lines for every ferryd (default: none)")
     for key in FULL:

@@ -93,7 +93,8 @@ final class Scheduler: Sendable {
         }
     }
 
-    /// The spools whose jobs are not started (`"*"`: all). Uploads in flight are not affected.
+    /// The spools whose jobs are not started (`"*"`: all). Uploads being sent are not affected; jobs
+    /// claimed ahead and waiting for a slot go back to the queue at the next turn.
     var paused: Set<String> {
         get { state.withLock { $0.paused } }
         set {
