@@ -27,11 +27,31 @@ struct UploadGateTests {
         var isEmpty: Bool { all.isEmpty }
     }
 
-    /// Starts a task that enters the gate and, once in, notes `name` in `order`; it returns whether it got in.
-    static func entering(_ gate: UploadGate, _ name: String, priority: Int = 0, order: Arrivals) -> Task<Bool, Never> {
+    /// A gate of one slot, taken.
+    static func fullGate() async throws -> (UploadGate, Arrivals) {
+        let gate = UploadGate(capacity: 1)
+        try await gate.enter()
+        return (gate, Arrivals())
+    }
+
+    /// A free slot, a place of priority 10 whose job is not ready, and behind it a job of priority 0
+    /// named `low` that is ready (its task).
+    static func lineHeldByAPlaceNotReady(low: String) async throws -> (UploadGate, Arrivals, UploadGate.Place, Task<Bool, Never>) {
+        let gate = UploadGate(capacity: 1)
+        let order = Arrivals()
+        let high = gate.reserve(priority: 10)
+        let task = entering(gate, at: gate.reserve(priority: 0), low, order: order)
+        try await until("\(low) ready in line") { gate.ready == 1 && gate.waiting == 2 }
+        return (gate, order, high, task)
+    }
+
+    /// Starts a task that enters the gate (at `place`, or at a place of `priority` taken now) and,
+    /// once in, notes `name` in `order`; it returns whether it got in.
+    static func entering(_ gate: UploadGate, at place: UploadGate.Place? = nil, _ name: String, priority: Int = 0,
+                         order: Arrivals) -> Task<Bool, Never> {
         Task {
             do {
-                try await gate.enter(priority: priority)
+                if let place { try await gate.enter(place) } else { try await gate.enter(priority: priority) }
                 order.append(name)
                 return true
             } catch {
@@ -61,9 +81,7 @@ struct UploadGateTests {
 
     @Test("Waiters get in by priority, highest first, and in the order they came within one priority")
     func priorityThenArrival() async throws {
-        let gate = UploadGate(capacity: 1)
-        try await gate.enter()
-        let order = Arrivals()
+        let (gate, order) = try await Self.fullGate()
         var tasks: [Task<Bool, Never>] = []
         for (index, (name, priority)) in [("low1", 0), ("low2", 0), ("high1", 5), ("mid", 2), ("high2", 5), ("low3", 0)].enumerated() {
             tasks.append(Self.entering(gate, name, priority: priority, order: order))
@@ -79,9 +97,7 @@ struct UploadGateTests {
 
     @Test("A waiter whose job is stopped is refused and takes no slot; one stopped before it came is refused at once")
     func cancelledWaitersAreRefused() async throws {
-        let gate = UploadGate(capacity: 1)
-        try await gate.enter()
-        let order = Arrivals()
+        let (gate, order) = try await Self.fullGate()
         let first = Self.entering(gate, "first", order: order)
         try await Self.until("first waiting") { gate.waiting == 1 }
         let second = Self.entering(gate, "second", order: order)
@@ -104,9 +120,7 @@ struct UploadGateTests {
 
     @Test("Closing the gate (shutdown) refuses those waiting and everyone after")
     func closeRefusesEveryone() async throws {
-        let gate = UploadGate(capacity: 1)
-        try await gate.enter()
-        let order = Arrivals()
+        let (gate, order) = try await Self.fullGate()
         let waiters = (0..<3).map { Self.entering(gate, "job\($0)", order: order) }
         try await Self.until("three waiting") { gate.waiting == 3 }
         gate.close()
@@ -118,9 +132,7 @@ struct UploadGateTests {
 
     @Test("A larger capacity (a reload) lets waiters in at once; a smaller one lets no one in until enough slots are back")
     func capacityChanges() async throws {
-        let gate = UploadGate(capacity: 1)
-        try await gate.enter()
-        let order = Arrivals()
+        let (gate, order) = try await Self.fullGate()
         let waiters = (0..<4).map { Self.entering(gate, "job\($0)", order: order) }
         try await Self.until("four waiting") { gate.waiting == 4 }
         gate.capacity = 3
@@ -141,27 +153,9 @@ struct UploadGateTests {
         #expect(admitted == 3)
     }
 
-    /// Starts a task that enters the gate at `place` and, once in, notes `name` in `order`.
-    static func entering(_ gate: UploadGate, at place: UploadGate.Place, _ name: String, order: Arrivals) -> Task<Bool, Never> {
-        Task {
-            do {
-                try await gate.enter(place)
-                order.append(name)
-                return true
-            } catch {
-                return false
-            }
-        }
-    }
-
     @Test("A place taken at the claim holds back lower priorities until its job is ready; the same priority may pass it")
     func placesKeepTheClaimOrder() async throws {
-        let gate = UploadGate(capacity: 1)
-        let order = Arrivals()
-        let urgent = gate.reserve(priority: 10)
-        let bulk = gate.reserve(priority: 0)
-        let bulkTask = Self.entering(gate, at: bulk, "bulk", order: order)
-        try await Self.until("bulk ready in line") { gate.ready == 1 && gate.waiting == 2 }
+        let (gate, order, urgent, bulkTask) = try await Self.lineHeldByAPlaceNotReady(low: "bulk")
         #expect(gate.inUse == 0 && order.isEmpty, "the free slot waits for the urgent job, which is still opening its file")
         let urgentTask = Self.entering(gate, at: urgent, "urgent", order: order)
         try await Self.until("urgent in") { order.count == 1 }
@@ -186,12 +180,7 @@ struct UploadGateTests {
 
     @Test("A withdrawn place (its job ended before its send) lets those behind it in")
     func withdrawnPlaceUnblocks() async throws {
-        let gate = UploadGate(capacity: 1)
-        let order = Arrivals()
-        let gone = gate.reserve(priority: 5)
-        let low = gate.reserve(priority: 0)
-        let lowTask = Self.entering(gate, at: low, "low", order: order)
-        try await Self.until("low ready in line") { gate.ready == 1 && gate.waiting == 2 }
+        let (gate, order, gone, lowTask) = try await Self.lineHeldByAPlaceNotReady(low: "low")
         #expect(order.isEmpty)
         gate.withdraw(gone)
         try await Self.until("low in") { order.count == 1 }
@@ -201,9 +190,7 @@ struct UploadGateTests {
 
     @Test("Refusing a spool's places takes out its jobs, ready or not, and they do not enter later")
     func refusedPlaces() async throws {
-        let gate = UploadGate(capacity: 1)
-        try await gate.enter()
-        let order = Arrivals()
+        let (gate, order) = try await Self.fullGate()
         let pausedReady = Self.entering(gate, "paused", order: order)
         let pausedLater = gate.reserve(tag: "paused-spool")
         let other = gate.reserve(tag: "other")

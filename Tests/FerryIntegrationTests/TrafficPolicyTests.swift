@@ -101,8 +101,9 @@ struct TrafficPolicyTests {
         try await receiver.stop()
     }
 
-    @Test("jobs claimed ahead wait for a slot; paused, they go back to the queue unsent while the upload in flight finishes")
-    func claimedAheadPause() async throws {
+    /// One upload slot, a slow link, three files: runs `body` once one upload is sending and the
+    /// other two jobs wait for the slot (their ids).
+    func withTwoWaiting(_ body: (DaemonHarness, Receiver, [String]) async throws -> Void) async throws {
         let scratch = try TemporaryDirectory()
         let receiver = try await Receiver.start(directory: scratch.url("received"), discard: true)
         let spool = TestSpool(options: ["protocol = \"put\"", "bandwidth_limit = \"1MiB/s\""])
@@ -112,12 +113,22 @@ struct TrafficPolicyTests {
             for index in 0..<3 { try harness.drop("f\(index).bin", pseudoRandomBytes(3 << 20, seed: UInt64(index))) }
             try await waitUntil("the files to be queued") { try await jobs(harness).count == 3 }
             #expect(try await harness.ctl("resume").status == 0)
+            var waiting: [String] = []
             try await waitUntil("one upload sending and two waiting for the slot") {
                 let uploads = try await harness.ctl("status", "--json").json()["uploads"] as? [[String: Any]] ?? []
                 let phases = uploads.compactMap { $0["phase"] as? String }.sorted()
+                waiting = uploads.filter { $0["phase"] as? String == "waiting" }.compactMap { $0["job"] as? String }
                 return phases == ["sending", "waiting", "waiting"] && (receiver.requests.first?.bodyBytes ?? 0) > 0
             }
             #expect(receiver.requests.count == 1, "one slot: one request at a time")
+            try await body(harness, receiver, waiting)
+        }
+        try await receiver.stop()
+    }
+
+    @Test("jobs claimed ahead wait for a slot; paused, they go back to the queue unsent while the upload in flight finishes")
+    func claimedAheadPause() async throws {
+        try await withTwoWaiting { harness, receiver, _ in
             #expect(try await harness.ctl("pause", "test").status == 0)
             try await waitUntil("the two waiting jobs to be queued again") {
                 try await jobs(harness).filter { $0.state == .queued }.count == 2
@@ -133,26 +144,11 @@ struct TrafficPolicyTests {
             try await waitUntil("every delivery", timeout: .seconds(30)) { try await jobs(harness).allSatisfy { $0.state == .done } }
             #expect(receiver.requests.count == 3)
         }
-        try await receiver.stop()
     }
 
     @Test("a job waiting for a slot is held or cancelled at once, unsent, while the upload in flight goes on")
     func claimedAheadHoldAndCancel() async throws {
-        let scratch = try TemporaryDirectory()
-        let receiver = try await Receiver.start(directory: scratch.url("received"), discard: true)
-        let spool = TestSpool(options: ["protocol = \"put\"", "bandwidth_limit = \"1MiB/s\""])
-        try await withDaemonHarness(spools: [spool], topLevel: ["max_concurrent_uploads = 1"], url: receiver.url(path: "/in")) { harness in
-            try await harness.start()
-            #expect(try await harness.ctl("pause").status == 0)
-            for index in 0..<3 { try harness.drop("f\(index).bin", pseudoRandomBytes(4 << 20, seed: UInt64(index))) }
-            try await waitUntil("the files to be queued") { try await jobs(harness).count == 3 }
-            #expect(try await harness.ctl("resume").status == 0)
-            var waiting: [String] = []
-            try await waitUntil("one upload sending and two waiting for the slot") {
-                let uploads = try await harness.ctl("status", "--json").json()["uploads"] as? [[String: Any]] ?? []
-                waiting = uploads.filter { $0["phase"] as? String == "waiting" }.compactMap { $0["job"] as? String }
-                return waiting.count == 2 && (receiver.requests.first?.bodyBytes ?? 0) > 0
-            }
+        try await withTwoWaiting { harness, receiver, waiting in
             let held = try await harness.ctl("hold", waiting[0])
             #expect(held.status == 0 && held.stdout.contains("held"), "\(held)")
             let cancelled = try await harness.ctl("cancel", waiting[1])
@@ -168,6 +164,5 @@ struct TrafficPolicyTests {
             }
             #expect(receiver.requests.count == 1)
         }
-        try await receiver.stop()
     }
 }
