@@ -54,7 +54,7 @@ final class JobPipeline: Sendable {
     /// is stopped or the daemon shuts down first: the job then goes back to the queue unsent);
     /// `sent` is called once the send is over (or was never started), before the fate is recorded:
     /// the scheduler gives the slot to the next job then.
-    func process(_ job: Job, enter: @escaping @Sendable () async throws -> Void = {}, sent: @escaping @Sendable () -> Void = {}) async {
+    func process(_ job: Job, enter: @escaping @Sendable () async throws -> Void, sent: @escaping @Sendable () -> Void) async {
         activity.begin(job, estimatedTotal: job.identity.size)
         defer { activity.end(job) }
         var log = logger
@@ -74,6 +74,17 @@ final class JobPipeline: Sendable {
         await withTaskCancellationHandler { await work.value } onCancel: { work.cancel() }
     }
 
+    /// Sends once `enter` let the job have a slot; a job refused one (stopped, shut down, its spool
+    /// held) is stopped before sending.
+    private func sendOnceEntered(_ enter: () async throws -> Void, _ send: () async throws -> SendResult) async throws -> SendResult {
+        do {
+            try await enter()
+        } catch {
+            return SendResult(report: .stopped, requested: false)
+        }
+        return try await send()
+    }
+
     private func run(_ job: Job, log: Logger, enter: @Sendable () async throws -> Void, sent: @Sendable () -> Void) async throws {
         let startedAt = Date()
         guard let spool = runtime.spool(named: job.spool) else {
@@ -91,17 +102,13 @@ final class JobPipeline: Sendable {
         case .source(let source, _):
             // 2. Send, once a slot is free.
             defer { source.close() }
-            if (try? await enter()) == nil {
-                result = SendResult(report: .stopped, requested: false)
-            } else {
-                result = try await spool.sender.send(job, from: source, tracker: UploadTracker(activity: activity, job: job), logger: log)
+            result = try await sendOnceEntered(enter) {
+                try await spool.sender.send(job, from: source, tracker: UploadTracker(activity: activity, job: job), logger: log)
             }
         case .bundle(let bundle):
             defer { bundle.close() }
-            if (try? await enter()) == nil {
-                result = SendResult(report: .stopped, requested: false)
-            } else {
-                result = try await spool.sender.send(job, bundle: bundle, tracker: UploadTracker(activity: activity, job: job), logger: log)
+            result = try await sendOnceEntered(enter) {
+                try await spool.sender.send(job, bundle: bundle, tracker: UploadTracker(activity: activity, job: job), logger: log)
             }
         }
         sent()

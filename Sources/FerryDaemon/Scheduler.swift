@@ -36,7 +36,6 @@ final class Scheduler: Sendable {
         var stopping = false
         /// Why spools may not start uploads now (paused, outside their window), by spool; `"*"`: all.
         var held: [String: String] = [:]
-        var maxConcurrentUploads: Int
         /// Spools whose jobs are not started; `"*"` means all.
         var paused: Set<String> = []
         var lastTurn = ContinuousClock.now
@@ -59,7 +58,7 @@ final class Scheduler: Sendable {
         self.spools = spools
         self.store = store
         self.pipeline = pipeline
-        self.state = Mutex(State(maxConcurrentUploads: maxConcurrentUploads, paused: paused, periodStart: eventsBefore, idleAt: eventsBefore))
+        self.state = Mutex(State(paused: paused, periodStart: eventsBefore, idleAt: eventsBefore))
         self.gate = UploadGate(capacity: maxConcurrentUploads)
         self.logger = logger
         self.onTurn = onTurn
@@ -81,13 +80,12 @@ final class Scheduler: Sendable {
 
     /// How many jobs past their send may be finishing before no more are claimed: a queue database
     /// that cannot be written holds them there, and the scheduler must not claim on regardless.
-    private var finishingLimit: Int { state.withLock { 4 * max(1, $0.maxConcurrentUploads) } }
+    private var finishingLimit: Int { 4 * max(1, gate.capacity) }
 
     /// How many uploads may run at once (changed by a configuration reload).
     var maxConcurrentUploads: Int {
-        get { state.withLock { $0.maxConcurrentUploads } }
+        get { gate.capacity }
         set {
-            state.withLock { $0.maxConcurrentUploads = newValue }
             gate.capacity = newValue
             doorbell.ring()
         }
