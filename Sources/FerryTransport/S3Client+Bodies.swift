@@ -13,6 +13,9 @@ extension S3Client {
         var response: S3UploadMachine.Response
     }
 
+    /// A range's checksum (base64) and, for SHA-256, its hex form (then also the signed payload hash).
+    typealias PartChecksum = (checksum: String, sha256Hex: String?)
+
     /// A small file read into memory: its bytes, their checksum (base64) and, for SHA-256, its hex
     /// form (then also the signed payload hash).
     struct SmallBody {
@@ -52,10 +55,10 @@ extension S3Client {
         }
     }
 
-    /// A range's checksum (base64) and, for SHA-256, its hex form (then also the signed payload hash).
+    /// A range's checksum, read in one blocking call, and the file checked to be the version queued.
     func checksum(
         _ source: SourceFile, _ range: Range<Int64>, _ algorithm: S3ChecksumAlgorithm
-    ) async -> Result<(checksum: String, sha256Hex: String?), ChecksumFailure> {
+    ) async -> Result<PartChecksum, ChecksumFailure> {
         do {
             return .success(try await NIOThreadPool.singleton.runIfActive {
                 guard source.isUnchanged else { throw SourceReadError.changed }

@@ -81,6 +81,7 @@ public final class S3Client: Sendable {
         try await withThrowingTaskGroup(of: Void.self) { parts in
             var machine = S3UploadMachine(settings: transfer.settings, known: transfer.known, parts: transfer.knownParts)
             let inFlight = S3PartsInFlight(confirmed: machine.confirmedBytes, report: progress)
+            let checksums = PartChecksums<PartChecksum, ChecksumFailure>(confirmed: transfer.knownParts.map(\.number))
             defer { inFlight.finish() }
             var answers = inFlight.answers.makeAsyncIterator()
             var action = machine.start()
@@ -109,10 +110,13 @@ public final class S3Client: Sendable {
                     action = machine.listed(await listParts(transfer, url: url, marker: marker, logger: logger))
                 case .uploadPart(let url, let number, let offset, let length):
                     parts.addTask {
+                        // The next part's checksum is read while this part is on the wire.
+                        async let ahead: Void = self.checksumAhead(transfer, part: number + 1, into: checksums)
                         let (response, sent) = await self.uploadPart(
-                            transfer, url: url, number: number, range: offset..<(offset + length), logger: logger,
+                            transfer, url: url, number: number, range: offset..<(offset + length), checksums: checksums, logger: logger,
                             progress: { inFlight.progressed(number, count: $0) })
                         inFlight.answered(number, response: response, bytesSent: sent)
+                        await ahead
                     }
                     action = machine.partStarted()
                 case .awaitPart:
@@ -208,14 +212,14 @@ public final class S3Client: Sendable {
     }
 
     private func uploadPart(
-        _ transfer: S3Transfer, url: String, number: Int, range: Range<Int64>, logger: Logger,
+        _ transfer: S3Transfer, url: String, number: Int, range: Range<Int64>, checksums: PartChecksums<PartChecksum, ChecksumFailure>, logger: Logger,
         progress: @escaping @Sendable (Int64) -> Void
     ) async -> (S3UploadMachine.Response, Int64) {
         var headers: [(name: String, value: String)] = []
         var payloadHash = SigV4Signer.unsignedPayload
         var sent: String?
         if let algorithm = transfer.checksum {
-            switch await checksum(transfer.source, range, algorithm) {
+            switch await checksums.checksum(ofPart: number, compute: { await checksum(transfer.source, range, algorithm) }) {
             case .success(let value):
                 headers.append((algorithm.headerName, value.checksum))
                 sent = value.checksum
@@ -232,6 +236,13 @@ public final class S3Client: Sendable {
             response = .stored(etag: etag, checksum: sent)
         }
         return (response, result.bytesSent)
+    }
+
+    /// Computes part `number`'s checksum ahead (if there is such a part and a checksum to send).
+    private func checksumAhead(_ transfer: S3Transfer, part number: Int, into checksums: PartChecksums<PartChecksum, ChecksumFailure>) async {
+        guard let algorithm = transfer.checksum, number <= transfer.settings.partCount else { return }
+        let range = transfer.settings.range(ofPart: number)
+        await checksums.computeAhead(ofPart: number) { await checksum(transfer.source, range, algorithm) }
     }
 
     private func complete(_ transfer: S3Transfer, url: String, parts: [UploadPart], logger: Logger) async -> (S3UploadMachine.Response, String?) {
