@@ -30,6 +30,24 @@ struct SourceFileTests {
         #expect(try empty.bytes() == [])
     }
 
+    @Test("read hands a range over in pieces of at most readPieceSize, in order, whatever the range's alignment",
+          arguments: [0..<1, 0..<(2 * SourceFile.readPieceSize), 17..<(SourceFile.readPieceSize + 18), 12_345..<(3 * SourceFile.readPieceSize + 1)])
+    func pieces(range: Range<Int>) throws {
+        let directory = try TemporaryDirectory("ferry-source")
+        let content = pseudoRandomBytes(3 * SourceFile.readPieceSize + 1, seed: 9)
+        try Data(content).write(to: URL(fileURLWithPath: directory.url("file")))
+        let source = try open(directory.url("file"))
+        defer { source.close() }
+        var read: [UInt8] = []
+        var largest = 0
+        try source.read(Int64(range.lowerBound)..<Int64(range.upperBound)) { piece in
+            largest = max(largest, piece.count)
+            read.append(contentsOf: piece)
+        }
+        #expect(read == Array(content[range]))
+        #expect(largest <= SourceFile.readPieceSize)
+    }
+
     @Test("a file that ends before the range is a changed file, not short bytes")
     func shrunk() throws {
         let directory = try TemporaryDirectory("ferry-source")
