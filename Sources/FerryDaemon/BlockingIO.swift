@@ -22,6 +22,12 @@ final class BlockingIO: Sendable {
         }
     }
 
+    /// Runs `work` even if the awaiting task is cancelled before it starts: for what must follow a
+    /// recorded fate (a cancelled job's file is still moved aside).
+    func runToCompletion<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
+        try await pool.runIfActive(eventLoop: MultiThreadedEventLoopGroup.singleton.next(), work).get()
+    }
+
     func shutdown() async {
         try? await pool.shutdownGracefully()
     }

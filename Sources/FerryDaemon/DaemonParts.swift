@@ -31,7 +31,7 @@ struct DaemonParts: Sendable {
         let metrics = DaemonMetrics()
         let hooks = HookRunner(store: store, runtime: runtime, io: io, logger: logger)
         let bandwidth = BandwidthPolicy(runtime: runtime, global: uploaders.global, logger: logger)
-        let disposer = Disposer(store: store, logger: logger, disposed: { hooks.wake() })
+        let disposer = Disposer(store: store, io: io, logger: logger, disposed: { hooks.wake() })
         let followUps = JobFollowUps(disposer: disposer, bodies: senders.bodies, problems: problems, requeue: { name, path in
             guard let spool = runtime.spool(named: name), let status = spool.files.status(path) else { return }
             if status.kind == .directory, spool.configuration.bundles, let bundle = try? spool.files.openBundle(path) {

@@ -19,6 +19,10 @@ import Glibc
 /// interrupted by a crash is simply repeated at the next start.
 struct Disposer: Sendable {
     let store: JobStore
+    /// Where the file work runs: an unlink or a rename in a large spool directory blocks for a
+    /// while (175 µs on average in a 100,000-file one, 25 µs in a 5,000-file one), which the
+    /// Swift concurrency pool's two threads must not wait out.
+    let io: BlockingIO
     let logger: Logger
     /// Called once a disposition is recorded for a spool with hooks or result files: what follows
     /// it (``HookRunner``) may run.
@@ -44,22 +48,25 @@ struct Disposer: Sendable {
         log[metadataKey: "spool"] = "\(job.spool)"
         log[metadataKey: "file"] = "\(job.displayPath)"
         let expected = job.identity.status
+        let sidecar = job.state == .done
+            ? nil : FailureReport(job: job, spool: spool, attempts: (try? await store.attempts(of: job)) ?? []).encoded()
         let result: Result
         do {
-            if job.state == .done {
-                result = try applyAfterUpload(job, spool: spool, files: files, expected: expected)
-            } else {
-                let attempts = (try? await store.attempts(of: job)) ?? []
-                let report = FailureReport(job: job, spool: spool, attempts: attempts)
-                let target = SpoolFiles.MoveTarget(
-                    directory: spool.failedDirectory, subdirectories: job.subdirectories, sidecar: report.encoded())
-                result = Self.result(
-                    of: try files.move(job.relativePath, ifSameVersionAs: expected, to: target, token: job.id.rawValue, bundle: job.kind == .bundle),
-                    moved: .moved)
-            }
-            // The file's field sidecar goes where the file went (a bundle's is inside it).
-            if let sidecar = job.fieldsSidecar, job.kind == .file, result.disposition == .deleted || result.disposition == .moved {
-                try files.disposeOfFieldSidecar(of: job.relativePath, expected: sidecar, movedTo: result.finalPath)
+            result = try await io.runToCompletion {
+                let result: Result
+                if let sidecar {
+                    let target = SpoolFiles.MoveTarget(directory: spool.failedDirectory, subdirectories: job.subdirectories, sidecar: sidecar)
+                    result = Self.result(
+                        of: try files.move(job.relativePath, ifSameVersionAs: expected, to: target, token: job.id.rawValue, bundle: job.kind == .bundle),
+                        moved: .moved)
+                } else {
+                    result = try Self.applyAfterUpload(job, spool: spool, files: files, expected: expected)
+                }
+                // The file's field sidecar goes where the file went (a bundle's is inside it).
+                if let fields = job.fieldsSidecar, job.kind == .file, result.disposition == .deleted || result.disposition == .moved {
+                    try files.disposeOfFieldSidecar(of: job.relativePath, expected: fields, movedTo: result.finalPath)
+                }
+                return result
             }
         } catch {
             log.error("cannot dispose of the file; will try again", metadata: ["error": "\(error)"])
@@ -91,7 +98,7 @@ struct Disposer: Sendable {
         return result
     }
 
-    private func applyAfterUpload(_ job: Job, spool: SpoolConfiguration, files: SpoolFiles, expected: FileStatus) throws(SystemError) -> Result {
+    private static func applyAfterUpload(_ job: Job, spool: SpoolConfiguration, files: SpoolFiles, expected: FileStatus) throws(SystemError) -> Result {
         switch spool.afterUpload {
         case .keep:
             // Left in place; a version written meanwhile is queued again.
