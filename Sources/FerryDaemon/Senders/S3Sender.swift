@@ -87,6 +87,9 @@ struct S3Sender: Sender {
         if let known, let (address, _) = S3ObjectAddress.parse(known.url) {
             object = address
         } else {
+            if let problem = Self.keyNameProblem(job, key: settings.key) {
+                return SendResult(report: .refused(problem), requested: false)
+            }
             let objectKey: String
             do {
                 objectKey = try await self.objectKey(for: job, source: source, digest: digest)
@@ -137,6 +140,23 @@ struct S3Sender: Sender {
     func endUpload(of job: Job, logger: Logger) async {
         guard let upload = job.upload, upload.endpointKey == endpointKey else { return }
         await client.abort(uploadURL: upload.url, signer: signer, clock: Self.clock, logger: logger)
+    }
+
+    /// Why the file's name cannot be part of its object key, if it cannot: S3 keys are UTF-8 text,
+    /// and a name of other bytes would be changed (U+FFFD for each invalid byte), so two files could
+    /// land on one key and the second replace the first. Such a file is refused, and moved aside.
+    static func keyNameProblem(_ job: Job, key: ValueTemplate) -> String? {
+        let names: [UInt8]
+        if key.placeholders.contains(.relativePath) {
+            names = job.relativePath
+        } else if key.placeholders.contains(.filename) {
+            names = job.baseNameBytes
+        } else {
+            return nil
+        }
+        guard String(validating: names, as: UTF8.self) == nil else { return nil }
+        return "the file name is not valid UTF-8, and S3 object keys are UTF-8 text: rename the file, "
+            + "or use a key without {filename} and {relative_path} (such as {id} or {sha256})"
     }
 
     /// The object key: the `key` template with the file's placeholders (names as UTF-8 text).
