@@ -8,7 +8,7 @@ multipart transfer manager: 8 MiB parts, 10 threads) on the same local S3 server
   B small   1,000 files of 16 KiB: files/s, from the drop to the last one delivered;
             `aws s3 cp --recursive DIR`
 
-  python3 bench/s3.py                       # builds release binaries; rclone serve s3; 3 runs
+  python3 bench/s3.py                       # builds release binaries (as packaged); rclone serve s3; 3 runs
   python3 bench/s3.py --server seaweedfs    # or moto
   python3 bench/s3.py --bin DIR --runs 5    # ferryd and ferryctl from DIR
   python3 bench/s3.py --smoke               # 32 MiB and 100 files, one run
