@@ -19,9 +19,10 @@ import Glibc
 /// interrupted by a crash is simply repeated at the next start.
 struct Disposer: Sendable {
     let store: JobStore
-    /// Where the file work runs: an unlink or a rename in a large spool directory blocks for a
-    /// while (175 µs on average in a 100,000-file one, 25 µs in a 5,000-file one), which the
-    /// Swift concurrency pool's two threads must not wait out.
+    /// Where the file work runs: deleting or moving a file blocks for a while (an `unlink` took
+    /// 43–60 µs for a file already written back to disk, 6–11 µs for a fresh one, more under
+    /// load: `bench/delete_cost.py`), which the Swift concurrency pool's two threads must not
+    /// wait out.
     let io: BlockingIO
     let logger: Logger
     /// Called once a disposition is recorded for a spool with hooks or result files: what follows

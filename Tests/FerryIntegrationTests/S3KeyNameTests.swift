@@ -55,49 +55,18 @@ struct S3KeyNameTests {
             try await harness.start(environment: S3ProtocolTests.environment())
             let spool = harness.spoolPath()
             let name: [UInt8] = Array("photo-".utf8) + [0xFF, 0xFE] + Array(".jpg".utf8)
-            try dropFile(pseudoRandomBytes(5000, seed: 4200), atBytes: Array(spool.utf8) + [UInt8(ascii: "/")] + name)
+            try dropRawName(name, pseudoRandomBytes(5000, seed: 4200), in: spool)
             _ = try harness.drop("fine.jpg", pseudoRandomBytes(10, seed: 4201))
             _ = try await waitForState(harness, .done, count: 1)
             _ = try await waitForState(harness, .failed, count: 1)
-            let failed = Array((spool + "/.failed/").utf8) + name
-            try await waitUntil("the file in the failed directory") { exists(failed) && exists(failed + Array(".error.json".utf8)) }
-            let sidecar = try #require(contents(failed + Array(".error.json".utf8)))
+            let sidecarName = name + Array(".error.json".utf8)
+            try await waitUntil("the file in the failed directory") {
+                let failed = rawNames(spool + "/.failed")
+                return failed.contains(name) && failed.contains(sidecarName)
+            }
+            let sidecar = try #require(rawContents(spool + "/.failed", sidecarName))
             #expect(String(decoding: sidecar, as: UTF8.self).contains("not valid UTF-8"))
             #expect(try server.keys() == ["in/fine.jpg"], "nothing went up under a changed name")
         }
     }
-}
-
-/// Whether a path given as raw bytes (not necessarily UTF-8) exists.
-private func exists(_ path: [UInt8]) -> Bool {
-    (path + [0]).withUnsafeBufferPointer { buffer in
-        buffer.withMemoryRebound(to: CChar.self) { access($0.baseAddress!, F_OK) == 0 }
-    }
-}
-
-/// The contents of a file whose path is raw bytes.
-private func contents(_ path: [UInt8]) -> [UInt8]? {
-    let descriptor = (path + [0]).withUnsafeBufferPointer { buffer in
-        buffer.withMemoryRebound(to: CChar.self) { open($0.baseAddress!, O_RDONLY) }
-    }
-    guard descriptor >= 0 else { return nil }
-    defer { close(descriptor) }
-    var bytes: [UInt8] = []
-    var buffer = [UInt8](repeating: 0, count: 65536)
-    while true {
-        let count = read(descriptor, &buffer, buffer.count)
-        guard count > 0 else { return count == 0 ? bytes : nil }
-        bytes += buffer[..<count]
-    }
-}
-
-/// Drops a file whose path is raw bytes: written beside it under a temporary name, then renamed in.
-private func dropFile(_ bytes: [UInt8], atBytes path: [UInt8]) throws {
-    let directory = path[..<(path.lastIndex(of: UInt8(ascii: "/")) ?? 0)]
-    let temporary = String(decoding: directory, as: UTF8.self) + "/.incoming-\(UUID().uuidString)"
-    try Data(bytes).write(to: URL(fileURLWithPath: temporary))
-    let renamed = (path + [0]).withUnsafeBufferPointer { buffer in
-        buffer.withMemoryRebound(to: CChar.self) { rename(temporary, $0.baseAddress!) }
-    }
-    guard renamed == 0 else { throw TestFailure("rename into place failed: \(String(cString: strerror(errno)))") }
 }
