@@ -296,7 +296,7 @@ let package = Package(
         ),
         .testTarget(
             name: "FerryQueueTests",
-            dependencies: ["FerryQueue", .product(name: "GRDB", package: "GRDB.swift")]
+            dependencies: ["FerryQueue", "FerrySystem", .product(name: "GRDB", package: "GRDB.swift")]
         ),
         .testTarget(
             name: "FerryTransportTests",

@@ -134,6 +134,14 @@ def cpu_seconds(pid):
 PEER_CPU = {}   # peer name -> CPU seconds per run (the peer and every process it started)
 
 
+def machine_busy_seconds():
+    """CPU seconds the whole machine spent not idle (all cores, from /proc/stat)."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    idle = fields[3] + fields[4]   # idle + iowait
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
 def children_cpu():
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
@@ -567,15 +575,18 @@ class Bench:
             for path in paths:
                 os.link(path, os.path.join(staging, os.path.basename(path)))
             stop_profile = self.profiler(daemon, label)
-            cpu0 = cpu_seconds(daemon.pid)
+            cpu0, receiver0, busy0 = cpu_seconds(daemon.pid), cpu_seconds(receiver.process.pid), machine_busy_seconds()
             t0 = time.monotonic()
             for path in paths:
                 name = os.path.basename(path)
                 os.rename(os.path.join(staging, name), os.path.join(daemon.spool, name))
             wait_for_empty_spool(daemon.spool, 600)
             t = time.monotonic() - t0
-            self.small_cpu.setdefault(label.split("-")[-1] if extra else "default", []).append(
-                (cpu_seconds(daemon.pid) - cpu0) / len(paths) * 1000)
+            cpu = (cpu_seconds(daemon.pid) - cpu0) / len(paths) * 1000
+            self.small_cpu.setdefault(label.split("-")[-1] if extra else "default", []).append(cpu)
+            log(f"   {label}: {len(paths) / t:.0f} files/s; CPU per file: ferryd {cpu:.2f} ms, receiver "
+                f"{(cpu_seconds(receiver.process.pid) - receiver0) / len(paths) * 1000:.2f} ms; machine "
+                f"{(machine_busy_seconds() - busy0) / t / os.cpu_count() * 100:.0f} % busy")
             stop_profile()
             self.small_hwm.append(daemon.hwm_mib())
             failed = daemon.failed_files()
@@ -668,17 +679,23 @@ class Bench:
                 f"RSS {r['rss_restarted_mib']:.1f} MiB")
             receiver = self.receiver(port)
             stop_profile = self.profiler(daemon, "drain")
+            cpu0, receiver0, busy0 = cpu_seconds(daemon.pid), cpu_seconds(receiver.process.pid), machine_busy_seconds()
             t0 = time.monotonic()
             daemon.ctl("resume")
             wait_for_empty_spool(daemon.spool, 3600, "the spool to drain")
             r["drain_s"] = time.monotonic() - t0
+            r["drain_cpu_ms_per_file"] = (cpu_seconds(daemon.pid) - cpu0) / count * 1000
+            r["drain_receiver_cpu_ms_per_file"] = (cpu_seconds(receiver.process.pid) - receiver0) / count * 1000
+            r["drain_machine_busy"] = (machine_busy_seconds() - busy0) / r["drain_s"] / os.cpu_count()
             stop_profile()
             r["drain_files_per_s"] = count / r["drain_s"]
             r["hwm_drain_mib"] = daemon.hwm_mib()
             failed = daemon.failed_files()
             if failed:
                 raise RuntimeError(f"ferryd failed {len(failed)} files while draining")
-            log(f"   drained at {r['drain_files_per_s']:.0f} files/s; peak RSS {r['hwm_drain_mib']:.1f} MiB")
+            log(f"   drained at {r['drain_files_per_s']:.0f} files/s; peak RSS {r['hwm_drain_mib']:.1f} MiB; CPU per file: "
+                f"ferryd {r['drain_cpu_ms_per_file']:.2f} ms, receiver {r['drain_receiver_cpu_ms_per_file']:.2f} ms; "
+                f"machine {r['drain_machine_busy'] * 100:.0f} % busy")
         finally:
             self.cleanup_instance(daemon)
             if receiver:

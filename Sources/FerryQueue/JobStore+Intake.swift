@@ -51,7 +51,7 @@ extension JobStore {
                     boundary: makeBoundary(), now: now)
                 if let notBefore { job.nextAttemptAt = notBefore }
                 if file.bundleFiles != nil { job.kind = .bundle }
-                try job.insert(db)
+                try job.insertRow(db)
                 try Self.insertBundleMembers(db, of: job, file.bundleFiles ?? [])
                 try JobEvent.record(db, job, kind: .queued, at: now)
                 created.append(job)

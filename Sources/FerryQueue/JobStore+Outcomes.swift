@@ -56,11 +56,11 @@ extension JobStore {
         let repeatable: Bool = if case .interrupted(_, _, true) = transition { true } else { false }
         try await write { db in
             if repeatable, try Self.extendRepeatedInterruption(db, like: record, now: now) {
-                try updated.update(db, columns: Job.outcomeColumns)
+                try updated.updateOutcome(db)
                 return
             }
-            try record.insert(db)
-            try updated.update(db, columns: Job.outcomeColumns)
+            try record.insertRow(db)
+            try updated.updateOutcome(db)
             try JobEvent.record(db, updated, kind: event.0, at: now, attempt: record.number, status: record.httpStatus, message: event.1)
             try HookRun.schedule(db, jobSequence: sequence, kinds: hooks, now: now)
         }
@@ -153,7 +153,7 @@ extension JobStore {
         job.lastError = error
         let updated = job
         try await write { db in
-            try updated.update(db, columns: Job.outcomeColumns)
+            try updated.updateOutcome(db)
             try JobEvent.record(db, updated, kind: .failed, at: now, message: error)
             try HookRun.schedule(db, jobSequence: updated.sequence!, kinds: hooks, now: now)
         }
@@ -189,7 +189,7 @@ extension JobStore {
                 arguments: [Disposition.left.rawValue, now.timeIntervalSince1970, ended.sequence])
             try JobEvent.record(db, ended, kind: .superseded, at: now, message: ended.lastError)
             var inserted = next
-            try inserted.insert(db)
+            try inserted.insertRow(db)
             try Self.insertBundleMembers(db, of: inserted, bundleFiles)
             try JobEvent.record(db, inserted, kind: .queued, at: now)
             return inserted

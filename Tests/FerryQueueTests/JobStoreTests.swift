@@ -1,4 +1,5 @@
 @testable import FerryQueue
+import FerrySystem
 import Foundation
 import GRDB
 import Testing
@@ -190,6 +191,84 @@ struct JobStoreTests {
         try await database.write { try $0.execute(sql: "UPDATE job SET disposition = 'archived' WHERE seq = 1") }
         try database.close()
         #expect(try await queue.store.job(sequence: 1)?.disposition == nil)
+    }
+
+    @Test("An outcome's update writes every outcome column as the whole record would, and nothing else; a missing row is an error; inserted rows read back whole")
+    func outcomeUpdate() async throws {
+        let queue = try TestQueue()
+        let queued = try await queue.store.enqueue([file("f", inode: 1)], now: Date(), makeBoundary: boundary)
+        let at = { (seconds: Double) in Date(timeIntervalSince1970: 1_700_000_000 + seconds) }
+        let sequence = try #require(queued.first?.sequence)
+        var changed = try #require(try await queue.store.job(sequence: sequence))
+        changed.state = .held
+        changed.attempts = 3
+        changed.updatedAt = at(1.5)
+        changed.nextAttemptAt = at(2.25)
+        changed.finishedAt = at(3.125)
+        changed.lastError = "HTTP 503"
+        changed.responseStatus = 503
+        changed.responseBody = Array("busy".utf8)
+        changed.responseContentType = "text/plain"
+        changed.responseHeaders = [ResponseHeader(name: "Location", value: "/x/1")]
+        changed.contentDigest = "sha-256=:AAAA:"
+        changed.disposition = .kept
+        changed.disposedAt = at(4.5)
+        changed.heldAt = at(5.75)
+        changed.attemptBase = 1
+        changed.upload = ResumableUpload(url: "http://127.0.0.1/u/1", offset: 42, expires: at(6.5), endpointKey: "k")
+        changed.fieldsSidecar = FileVersion(device: 7, inode: 8, size: 9, modificationTime: 10)
+        var unchanged = changed
+        unchanged.boundary = "not-written"   // not an outcome column
+        unchanged.finalPath = Array("elsewhere".utf8)
+        let written = unchanged
+        try await queue.store.write { db in try written.updateOutcome(db) }
+        #expect(try await queue.store.job(sequence: sequence) == changed)
+
+        let attempt = Attempt(
+            jobSequence: sequence, number: 4, startedAt: at(7.5), duration: 0.125, httpStatus: 503,
+            error: "server answered 503", bytesSent: 16_384, outcome: .retry)
+        try await queue.store.write { db in try attempt.insertRow(db) }
+        #expect(try await queue.store.attempts(of: changed) == [attempt])
+
+        var copy = changed
+        copy.sequence = nil
+        copy.id = JobID.generate(milliseconds: 1_700_000_000_000)
+        copy.relativePath = Array("g".utf8)
+        copy.finalPath = Array("elsewhere".utf8)
+        copy.ageBase = at(8.5)
+        copy.kind = .bundle
+        let inserting = copy
+        let inserted = try await queue.store.write { db in
+            var row = inserting
+            try row.insertRow(db)
+            return row
+        }
+        #expect(inserted.sequence != nil && inserted.sequence != sequence)
+        #expect(try await queue.store.job(sequence: #require(inserted.sequence)) == inserted)
+
+        // Every column of the table is written by one of the two lists (a migration that adds a
+        // column adds it to one of them).
+        let columns = try await queue.store.read { db in try db.columns(in: "job").map(\.name) }
+        #expect(Set(columns) == Set(["seq"] + Job.settledColumns + Job.outcomeColumns))
+        #expect(columns.count == 1 + Job.settledColumns.count + Job.outcomeColumns.count)
+
+        var gone = changed
+        gone.sequence = 999
+        let missing = gone
+        await #expect(throws: RecordError.self) { try await queue.store.write { db in try missing.updateOutcome(db) } }
+    }
+
+    @Test("Kept response headers are stored as a JSON array of pairs that JSONSerialization reads back exactly", arguments: [
+        "plain", "", "with \"quotes\" and \\backslashes\\", "tab\tnewline\ncr\r", "ctl \u{01}\u{1F}\u{7F}", "/x/1?a=b&c=<d>",
+        "ünïcødé 名前 ☃ 🚢", "\u{2028}\u{2029}",
+    ])
+    func responseHeaderJSON(value: String) throws {
+        let headers = [ResponseHeader(name: "Location", value: value), ResponseHeader(name: "X-\"odd\"", value: "2")]
+        let text = try #require(ResponseHeader.encoded(headers))
+        let parsed = try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [[String]]
+        #expect(parsed == [["location", value], ["x-\"odd\"", "2"]])
+        #expect(ResponseHeader.decoded(text) == headers)
+        #expect(ResponseHeader.encoded([]) == nil)
     }
 
     @Test("Job ids are 26-character ULIDs that sort by creation time and are never reused")
