@@ -90,6 +90,7 @@ let package = Package(
         .target(
             name: "FerryConfig",
             dependencies: [
+                "FerryPortable",
                 .product(name: "TOMLKit", package: "TOMLKit"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "SystemPackage", package: "swift-system"),

@@ -1,3 +1,4 @@
+import FerryPortable
 import TOMLKit
 
 /// Fields for one file (or one bundle) of a multipart spool: a small TOML file written beside it,
@@ -125,25 +126,7 @@ public enum FieldSidecar {
     }
 
     /// `text` as a TOML basic string: quoted, with `"`, `\` and every control character escaped.
-    static func basicString(_ text: String) -> String {
-        var quoted = "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": quoted += "\\\""
-            case "\\": quoted += "\\\\"
-            case "\u{08}": quoted += "\\b"
-            case "\t": quoted += "\\t"
-            case "\n": quoted += "\\n"
-            case "\u{0C}": quoted += "\\f"
-            case "\r": quoted += "\\r"
-            case _ where scalar.value < 0x20 || scalar.value == 0x7F:
-                let hex = String(scalar.value, radix: 16, uppercase: true)
-                quoted += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-            default: quoted.unicodeScalars.append(scalar)
-            }
-        }
-        return quoted + "\""
-    }
+    static func basicString(_ text: String) -> String { QuotedString.basic(text) }
 
     /// `name` as a TOML key: bare when it is only ASCII letters, digits, `_` and `-`, else quoted.
     private static func key(_ name: String) -> String {

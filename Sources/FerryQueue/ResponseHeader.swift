@@ -1,3 +1,4 @@
+import FerryPortable
 import Foundation
 
 /// One header of a server's final answer, kept with the job (the spool's `result_headers`).
@@ -16,38 +17,20 @@ public struct ResponseHeader: Sendable, Hashable, Codable {
     public static let valueLimit = 8192
 
     /// The headers as stored: a JSON array of `[name, value]` pairs. Written here rather than by
-    /// `JSONSerialization` (1.2 % of ferryd's CPU in a drain, on every success): strings are all it
-    /// holds, escaped as RFC 8259 §7 requires; ``decoded(_:)`` reads it with `JSONSerialization`.
+    /// `JSONSerialization` (1.2 % of ferryd's CPU in a drain, on every success): it holds strings
+    /// only, each a ``QuotedString``; ``decoded(_:)`` reads it with `JSONSerialization`.
     static func encoded(_ headers: [ResponseHeader]) -> String? {
         guard !headers.isEmpty else { return nil }
         var json = "["
         for (index, header) in headers.prefix(countLimit).enumerated() {
             if index > 0 { json += "," }
             json += "["
-            appendJSONString(header.name, to: &json)
+            json += QuotedString.basic(header.name)
             json += ","
-            appendJSONString(String(header.value.utf8.prefix(valueLimit)) ?? "", to: &json)
+            json += QuotedString.basic(String(header.value.utf8.prefix(valueLimit)) ?? "")
             json += "]"
         }
         return json + "]"
-    }
-
-    private static func appendJSONString(_ text: String, to json: inout String) {
-        json += "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": json += "\\\""
-            case "\\": json += "\\\\"
-            case "\n": json += "\\n"
-            case "\r": json += "\\r"
-            case "\t": json += "\\t"
-            case _ where scalar.value < 0x20:
-                let hex = String(scalar.value, radix: 16)
-                json += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-            default: json.unicodeScalars.append(scalar)
-            }
-        }
-        json += "\""
     }
 
     /// Reads what ``encoded(_:)`` wrote; anything else reads as no headers.

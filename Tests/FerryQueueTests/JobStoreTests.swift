@@ -259,7 +259,7 @@ struct JobStoreTests {
     }
 
     @Test("Kept response headers are stored as a JSON array of pairs that JSONSerialization reads back exactly", arguments: [
-        "plain", "", "with \"quotes\" and \\backslashes\\", "tab\tnewline\ncr\r", "ctl \u{01}\u{1F}\u{7F}", "/x/1?a=b&c=<d>",
+        "plain", "", "with \"quotes\" and \\backslashes\\", "tab\tnewline\ncr\r", "ctl \u{01}\u{08}\u{0C}\u{1F}\u{7F}", "/x/1?a=b&c=<d>",
         "ünïcødé 名前 ☃ 🚢", "\u{2028}\u{2029}",
     ])
     func responseHeaderJSON(value: String) throws {
