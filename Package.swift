@@ -176,6 +176,7 @@ let package = Package(
             dependencies: [
                 "CFerrySystem",
                 "FerryControl",
+                "FerryPortable",
                 "FerrySystem",
                 "FerryConfig",
                 "FerryDelivery",

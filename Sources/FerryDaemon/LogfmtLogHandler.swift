@@ -1,3 +1,4 @@
+import FerryPortable
 import Foundation
 import Logging
 import Synchronization
@@ -71,24 +72,7 @@ public struct LogfmtLogHandler: LogHandler {
         let plain = !text.isEmpty && text.unicodeScalars.allSatisfy { scalar in
             scalar.value > 0x20 && scalar != "\"" && scalar != "=" && scalar != "\\" && scalar.value != 0x7F
         }
-        if plain { return text }
-        var out = "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            default:
-                if scalar.value < 0x20 || scalar.value == 0x7F {
-                    out += String(format: "\\u%04x", scalar.value)
-                } else {
-                    out.unicodeScalars.append(scalar)
-                }
-            }
-        }
-        return out + "\""
+        return plain ? text : QuotedString.basic(text)
     }
 
     static func timestamp() -> String {
