@@ -78,6 +78,11 @@ class PeakRSS:
     def peak_mib(self):
         return proc_kib(self.pid, "VmHWM") / 1024
 
+    def parts(self):
+        """What the resident set is made of now: anonymous memory and file-backed pages (the binary's
+        code and data, which the kernel maps in as they are touched, more or fewer at a time)."""
+        return f"now {proc_kib(self.pid, 'RssAnon') / 1024:.1f} MiB anonymous + {proc_kib(self.pid, 'RssFile') / 1024:.1f} file-backed"
+
 
 def make_file(path, size):
     with open(path, "wb") as f:
@@ -107,9 +112,9 @@ def ferryd_large(bin_dir, work, endpoint, size, run):
         os.rename(source, os.path.join(spool, "large.bin"))
         wait_until(lambda: spool_files(spool) == 0, 3600, 0.01, "the 1 GiB file delivered")
         elapsed = time.monotonic() - t0
-        peak = PeakRSS(process.pid).peak_mib()
-        # Put the file back for the peer.
-        return elapsed, peak
+        rss = PeakRSS(process.pid)
+        log(f"  ferryd: {elapsed:.2f} s, peak RSS {rss.peak_mib():.1f} MiB ({rss.parts()})")
+        return elapsed, rss.peak_mib()
     finally:
         process.terminate()
         process.wait()
@@ -128,7 +133,9 @@ def ferryd_small(bin_dir, work, endpoint, count, size, run):
             os.rename(os.path.join(staging, name), os.path.join(spool, name))
         wait_until(lambda: spool_files(spool) == 0, 3600, 0.01, "the small files delivered")
         elapsed = time.monotonic() - t0
-        return count / elapsed, PeakRSS(process.pid).peak_mib()
+        rss = PeakRSS(process.pid)
+        log(f"  ferryd: {count / elapsed:.0f} files/s, peak RSS {rss.peak_mib():.1f} MiB ({rss.parts()})")
+        return count / elapsed, rss.peak_mib()
     finally:
         process.terminate()
         process.wait()
