@@ -260,7 +260,7 @@ public struct Job: Sendable, Hashable, FetchableRecord, MutablePersistableRecord
             responseContentType.databaseValue, ResponseHeader.encoded(responseHeaders).databaseValue,
             contentDigest.databaseValue, disposition.databaseValue, (disposedAt?.timeIntervalSince1970).databaseValue,
             (heldAt?.timeIntervalSince1970).databaseValue, attemptBase.databaseValue,
-            upload?.url.databaseValue ?? .null, upload?.offset.databaseValue ?? .null,
+            (upload?.url).databaseValue, (upload?.offset).databaseValue,
             (upload?.expires?.timeIntervalSince1970).databaseValue, (upload?.endpointKey).databaseValue,
             fieldsSidecar.map { Int64(bitPattern: $0.device) }.databaseValue,
             fieldsSidecar.map { Int64(bitPattern: $0.inode) }.databaseValue,

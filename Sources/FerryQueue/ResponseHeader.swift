@@ -21,16 +21,10 @@ public struct ResponseHeader: Sendable, Hashable, Codable {
     /// only, each a ``QuotedString``; ``decoded(_:)`` reads it with `JSONSerialization`.
     static func encoded(_ headers: [ResponseHeader]) -> String? {
         guard !headers.isEmpty else { return nil }
-        var json = "["
-        for (index, header) in headers.prefix(countLimit).enumerated() {
-            if index > 0 { json += "," }
-            json += "["
-            json += QuotedString.basic(header.name)
-            json += ","
-            json += QuotedString.basic(String(header.value.utf8.prefix(valueLimit)) ?? "")
-            json += "]"
+        let pairs = headers.prefix(countLimit).map { header in
+            "[" + QuotedString.basic(header.name) + "," + QuotedString.basic(String(header.value.utf8.prefix(valueLimit)) ?? "") + "]"
         }
-        return json + "]"
+        return "[" + pairs.joined(separator: ",") + "]"
     }
 
     /// Reads what ``encoded(_:)`` wrote; anything else reads as no headers.
