@@ -309,7 +309,7 @@ let package = Package(
         ),
         .testTarget(
             name: "FerryDaemonTests",
-            dependencies: ["FerryDaemon", "FerryQueue", "FerryTestSupport", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["CFerrySystem", "FerryDaemon", "FerryQueue", "FerryTestSupport", .product(name: "Logging", package: "swift-log")]
         ),
         .testTarget(
             name: "FerryIntegrationTests",

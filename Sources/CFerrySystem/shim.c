@@ -61,3 +61,35 @@ long cferry_raise_open_files_limit(void) {
     }
     return (long)limit.rlim_cur;
 }
+
+long cferry_release_text_pages(void) {
+    uintptr_t here = (uintptr_t)&cferry_release_text_pages;
+    FILE *smaps = fopen("/proc/self/smaps", "re");
+    if (smaps == NULL) return -1;
+    char line[4096];
+    unsigned long start = 0, end = 0;
+    int found = 0, executable = 0;
+    long anonymous = -1;
+    while (fgets(line, sizeof line, smaps) != NULL) {
+        unsigned long from, to;
+        char perms[5];
+        if (sscanf(line, "%lx-%lx %4s", &from, &to, perms) == 3) {
+            if (found) break;                       /* the next mapping's header */
+            if (here >= from && here < to) {
+                found = 1;
+                start = from;
+                end = to;
+                executable = strcmp(perms, "r-xp") == 0;
+            }
+        } else if (found && strncmp(line, "Anonymous:", 10) == 0) {
+            anonymous = atol(line + 10);
+        }
+    }
+    fclose(smaps);
+    /* Only a read-only mapping none of whose pages is a private copy (a relocation or a debugger's
+       breakpoint would have made one, counted as Anonymous): every resident page is then the
+       file's own, so dropping it loses nothing and the next access maps it again. */
+    if (!found || !executable || anonymous != 0) return -1;
+    if (madvise((void *)start, end - start, MADV_DONTNEED) != 0) return -1;
+    return (long)(end - start);
+}

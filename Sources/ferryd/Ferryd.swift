@@ -109,7 +109,13 @@ func runDaemon(_ configuration: FerryConfiguration, journal: Bool = false, onRea
     FerryDaemon.bootstrapMetrics()
     let logger = Logger(label: "ferryd")
     let notifier = SystemdNotifier.fromProcessEnvironment(logger: logger)
-    let daemon = FerryDaemon(configuration: configuration, logger: logger, notifier: notifier, onReady: onReady)
+    // Most of an idle ferryd's resident set is the executable's code pages. Those run only while
+    // starting (arguments, configuration; then recovery and the first scans) need not stay.
+    _ = cferry_release_text_pages()
+    let daemon = FerryDaemon(configuration: configuration, logger: logger, notifier: notifier) {
+        _ = cferry_release_text_pages()
+        onReady()
+    }
     let group = ServiceGroup(configuration: .init(
         services: [.init(service: daemon)],
         gracefulShutdownSignals: [.sigterm, .sigint],

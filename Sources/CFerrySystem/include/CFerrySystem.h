@@ -77,6 +77,15 @@ void cferry_tune_malloc(void);
 /// its files open while its body is built. Returns the soft limit in force.
 long cferry_raise_open_files_limit(void);
 
+/// Drops this process's mappings of the executable's code pages (the read-only, executable mapping
+/// that holds this function), so that code run only while starting, and the neighbours the kernel
+/// mapped around each page it touched (fault-around, 64 KiB), stop counting in its resident set.
+/// The pages stay in the page cache; code used later is mapped again on first use. Returns the
+/// mapping's length, or -1 if it was not found, or not dropped because some of its pages are
+/// private copies (`Anonymous` in /proc/self/smaps: text relocations, a debugger's breakpoints),
+/// which dropping would replace with the file's bytes.
+long cferry_release_text_pages(void);
+
 /// memmem(3): the first occurrence of `needle` in `haystack`, or NULL.
 void *cferry_memmem(const void *haystack, size_t haystacklen, const void *needle, size_t needlelen);
 
