@@ -743,7 +743,9 @@ class Bench:
             daemon = self.ferryd("http://127.0.0.1:9/unused", spools=spools)
             try:
                 daemon.start()
-                time.sleep(1)   # let start-up work (the first scans' aftermath) end
+                # Let start-up's aftermath end: libdispatch's worker threads that ran it exit after
+                # 5 s without work, and each exit is a wake-up that is not periodic.
+                time.sleep(6)
                 counts = WakeupCounter(daemon.pid)
                 cpu0 = cpu_seconds(daemon.pid)
                 end = time.monotonic() + seconds
