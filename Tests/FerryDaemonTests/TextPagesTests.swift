@@ -2,8 +2,8 @@ import CFerrySystem
 import Foundation
 import Testing
 
-/// `cferry_release_text_pages`, which ferryd calls once it is ready, run in this test process: the
-/// code mapping it drops is this executable's own.
+/// `cferry_release_text_pages`, which ferryd calls once its configuration is read and again at
+/// READY, run in this test process: the code mapping it drops is this executable's own.
 @Suite("Releasing the executable's code pages")
 struct TextPagesTests {
     /// One mapping of /proc/self/smaps: its address range, permissions and counters in kB.

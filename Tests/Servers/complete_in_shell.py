@@ -8,8 +8,9 @@ ferryctl must be on the PATH. Exits 0 once the shell's line is the expected text
 become that within 15 s (then prints what the terminal showed). The line is read from the shell
 itself: a key bound to a widget that writes the line editor's buffer to a file, pressed after the
 TAB and again until the deadline. The terminal's output is not enough: a line editor redraws only
-what changed, so a character that happens to be on screen already is skipped. zsh and fish complete only inside their line editors, which
-need a terminal: `complete -C` in a non-interactive fish 3 gives ferryctl no cursor position.
+what changed, so a character that happens to be on screen already is skipped. zsh and fish
+complete only inside their line editors, which need a terminal: `complete -C` in a non-interactive
+fish 3 gives ferryctl no cursor position.
 """
 import fcntl
 import os
