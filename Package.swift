@@ -305,6 +305,7 @@ let package = Package(
             dependencies: [
                 "FerryTransport", "FerryReceiver", "FerrySystem", "FerryTestSupport",
                 .product(name: "SystemPackage", package: "swift-system"),
+                .product(name: "NIOCore", package: "swift-nio"),
             ]
         ),
         .testTarget(

@@ -99,6 +99,9 @@ public final class Receiver: Sendable {
         requests.filter { $0.complete && ($0.status.map { (200..<300).contains($0) } ?? false) }
     }
 
+    /// How many connections the receiver has accepted since it started.
+    public var connectionsAccepted: Int { core.state.withLock { $0.connectionsAccepted } }
+
     /// Stops listening; connections in progress are closed.
     public func stop() async throws {
         try await channel.close()
@@ -123,6 +126,7 @@ final class ReceiverCore: Sendable {
         var plan: (@Sendable (RequestInfo) -> ReceiverAction)?
         var storedNames: Set<String> = []
         var channels: [ObjectIdentifier: any Channel] = [:]
+        var connectionsAccepted = 0
     }
 
     init(directory: String, plan: (@Sendable (RequestInfo) -> ReceiverAction)?, discard: Bool = false, keepFiles: Bool = true,
@@ -151,7 +155,10 @@ final class ReceiverCore: Sendable {
     /// Remembers a connection until it closes, so ``Receiver/stop()`` can close it.
     func track(_ channel: any Channel) {
         let id = ObjectIdentifier(channel)
-        state.withLock { $0.channels[id] = channel }
+        state.withLock { state in
+            state.channels[id] = channel
+            state.connectionsAccepted += 1
+        }
         channel.closeFuture.whenComplete { [weak self] _ in
             _ = self?.state.withLock { $0.channels.removeValue(forKey: id) }
         }

@@ -85,7 +85,7 @@ extension Uploader {
     ) async throws -> UploadResult {
         let start = request.bodyOffset
         let end = request.bodyOffset + request.contentLength
-        let loop = client.eventLoopGroup.next()
+        let (loop, client) = fileRegionClients.next()
         let throttle = self.throttle
         // Under a bandwidth limit, regions of about a tenth of a second's worth.
         let regionLength = throttle?.pieceLength(ceiling: Self.regionLength) ?? Self.regionLength
@@ -127,8 +127,9 @@ extension Uploader {
         let delegate = ResponseCollector(limit: Self.responseLimit, watchdog: watchdog)
         // The request, its connection and the body's readiness all on one loop: a body that becomes
         // ready on another loop let the answer overtake the end of the body, and the connection was
-        // never given back to the pool.
-        let task = client.execute(request: http, delegate: delegate, eventLoop: .delegateAndChannel(on: loop), deadline: nil, logger: logger)
+        // never given back to the pool. `client` has no other loop, so its pooled keep-alive
+        // connections are there without requiring it (which would make a connection per request).
+        let task = client.execute(request: http, delegate: delegate, eventLoop: .delegate(on: loop), deadline: nil, logger: logger)
         return try await answer(of: task, from: delegate, counter: counter, logger: logger)
     }
 }

@@ -17,6 +17,8 @@ import Glibc
 /// with the file; redirects are not followed (a redirected POST can silently lose its body).
 public final class Uploader: Sendable {
     let client: HTTPClient
+    /// One client per event loop, for bodies sent as file regions (see ``EventLoopClients``).
+    let fileRegionClients: EventLoopClients
     public let settings: TransportSettings
 
     /// How much of a response body is kept.
@@ -60,12 +62,14 @@ public final class Uploader: Sendable {
         configuration.connectionPool.retryConnectionEstablishment = false
         configuration.httpVersion = .automatic
         client = HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
+        fileRegionClients = EventLoopClients(group: HTTPClient.defaultEventLoopGroup, configuration: configuration)
         eventLoops = Array(HTTPClient.defaultEventLoopGroup.makeIterator())
         throttle = nil
     }
 
     private init(sharing uploader: Uploader, throttle: Throttle) {
         client = uploader.client
+        fileRegionClients = uploader.fileRegionClients
         settings = uploader.settings
         eventLoops = uploader.eventLoops
         self.throttle = throttle
@@ -86,9 +90,10 @@ public final class Uploader: Sendable {
         watchdog.progressed()
     }
 
-    /// Closes the connection pool.
+    /// Closes the connection pools.
     public func shutdown() async throws {
         try await client.shutdown()
+        try await fileRegionClients.shutdown()
     }
 
     /// Sends `request`. `progress` is called with the running count of body bytes handed to the connection.
@@ -302,8 +307,9 @@ public final class Uploader: Sendable {
 }
 
 extension Uploader {
-    /// Closes the connection pool, blocking; for `defer` blocks.
+    /// Closes the connection pools, blocking; for `defer` blocks.
     public func syncShutdown() throws {
         try client.syncShutdown()
+        try fileRegionClients.syncShutdown()
     }
 }

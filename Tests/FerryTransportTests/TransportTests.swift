@@ -3,6 +3,7 @@ import FerryTestSupport
 import FerryTransport
 import Foundation
 import Logging
+import NIOCore
 import Testing
 
 /// Writes a body file for a request and returns the request.
@@ -46,6 +47,29 @@ struct UploaderTests {
         #expect(received.header("User-Agent")?.hasPrefix("ferry/") == true)
         #expect(received.header("Authorization") == "Bearer t0k3n")
         #expect(received.files.first?.sha256 == sha256Hex(bytes))
+    }
+
+    @Test("Bodies sent from files one after another reuse keep-alive connections: at most one per event loop")
+    func keepAliveFromFiles() async throws {
+        let directory = try TemporaryDirectory()
+        let receiver = try await Receiver.start(directory: directory.url("received"))
+        let uploader = try Uploader(settings: TransportSettings())
+        let requests = 8
+        for seed in 1...requests {
+            let (request, _) = try bodyRequest(directory, url: receiver.url(), size: 256 << 10, seed: UInt64(seed))
+            let result = await uploader.send(request, logger: logger)
+            guard case .response(201, _, _, _) = result else {
+                Issue.record("request \(seed): expected a 201, got \(result)")
+                break
+            }
+        }
+        try await uploader.shutdown()
+        let connections = receiver.connectionsAccepted
+        try await receiver.stop()
+        #expect(receiver.acceptedRequests.count == requests)
+        // Each loop's first request opens a connection; every later one finds it idle. (Pinned to a
+        // loop of a shared client, each request opened a connection of its own and closed it.)
+        #expect(connections <= min(requests, System.coreCount), "\(connections) connections for \(requests) sequential requests")
     }
 
     @Test("A refused connection is a transport failure, not a response")
