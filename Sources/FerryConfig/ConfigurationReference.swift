@@ -124,7 +124,7 @@ public enum ConfigurationReference {
               "`s3` only: parts of one file in flight at once (1 to 8). Each part in flight may be sent again after a cut connection or a `kill -9`, so 1 bounds that to one part; raise it for servers that are faster with several connections (see docs/PERFORMANCE.md)"),
         .init(.spool, ["checksum"],
               default: "`crc32c`",
-              "`s3` only: `crc32c`, `sha256` or `none`; sent as `x-amz-checksum-*` on every part and object, and the object's composite checksum checked at completion when the server returns one"),
+              "`s3` only: `crc32c`, `sha256` or `none`; sent as `x-amz-checksum-*` on every part and object, and the object's checksum checked at completion when the server returns one: a composite (`…-N`) against the parts' checksums, a full-object CRC-32C against the one combined from the parts' CRCs and lengths (a full-object SHA-256 cannot be derived from the parts and is not checked)"),
         .init(.spool, ["storage_class"],
               default: "the bucket's",
               "`s3` only: `x-amz-storage-class` (`STANDARD_IA`, `GLACIER_IR`, …)"),

@@ -294,15 +294,17 @@ public struct S3UploadMachine: Sendable {
         return updated
     }
 
-    /// The composite checksum of the recorded parts (`<checksum of the checksums>-<parts>`), to
-    /// compare with the object's `got`: `nil` when a part has none, or `got` is a full-object
-    /// checksum (no `-N`), which the parts' checksums cannot give.
+    /// The checksum the object must have, computed from the recorded parts, to compare with the
+    /// object's `got`: the composite (`<checksum of the checksums>-<parts>`) when `got` is one, else
+    /// the full-object checksum where the algorithm can derive it (CRC-32C); `nil` when a part has
+    /// no checksum, or for a full-object SHA-256, which only the whole file's bytes could give.
     private func expectedChecksum(for got: String) -> String? {
-        guard let algorithm = settings.checksum, got.contains("-") else { return nil }
+        guard let algorithm = settings.checksum else { return nil }
         let ordered = parts.values.sorted { $0.number < $1.number }
         let checksums = ordered.compactMap(\.checksum)
         guard checksums.count == ordered.count, !checksums.isEmpty else { return nil }
-        return algorithm.composite(ofParts: checksums)
+        if got.contains("-") { return algorithm.composite(ofParts: checksums) }
+        return algorithm.fullObject(ofParts: zip(ordered, checksums).map { (checksum: $1, length: Int64(settings.range(ofPart: $0.number).count)) })
     }
 
     mutating func finishOther(_ response: Response, during: String) -> Action {

@@ -28,6 +28,40 @@ public struct CRC32C: HashFunction, Sendable {
         crc.update(data: bytes)
         return crc.value
     }
+
+    /// The CRC of `a` followed by `b`, from the CRC of `a`, the CRC of `b` and the length of `b`,
+    /// without the bytes (zlib's `crc32_combine`, for the Castagnoli polynomial): a full-object
+    /// checksum from the checksums of the parts.
+    public static func combine(_ first: UInt32, _ second: UInt32, secondLength: Int64) -> UInt32 {
+        precondition(secondLength >= 0, "a length is not negative")
+        return multiplyModP(powerOfX(8 * UInt64(secondLength)), first) ^ second
+    }
+
+    /// The reflected Castagnoli polynomial, and x⁰ in the reflected bit order (the top bit).
+    private static let polynomial: UInt32 = 0x82F6_3B78
+    private static let one: UInt32 = 1 << 31
+
+    /// a(x)·b(x) modulo the polynomial, in the reflected bit order.
+    private static func multiplyModP(_ a: UInt32, _ b: UInt32) -> UInt32 {
+        var a = a, b = b, product: UInt32 = 0
+        while a != 0 {
+            if a & one != 0 { product ^= b }
+            a <<= 1
+            b = b & 1 != 0 ? (b >> 1) ^ polynomial : b >> 1
+        }
+        return product
+    }
+
+    /// x^n modulo the polynomial, by squaring (x^(2^k) for each set bit k of n).
+    private static func powerOfX(_ n: UInt64) -> UInt32 {
+        var result = one, square: UInt32 = one >> 1, n = n   // x⁰, x¹
+        while n != 0 {
+            if n & 1 != 0 { result = multiplyModP(square, result) }
+            square = multiplyModP(square, square)
+            n >>= 1
+        }
+        return result
+    }
 }
 
 /// A CRC-32C value as a digest: its four bytes, big-endian.

@@ -3,7 +3,8 @@ import Foundation
 
 /// The checksum S3 is asked to verify on every part and object (`checksum`): sent as
 /// `x-amz-checksum-<name>`, declared on `CreateMultipartUpload` with `x-amz-checksum-algorithm`,
-/// and checked again at completion against the composite S3 computes from the parts.
+/// and checked again at completion against the composite or full-object checksum S3 computes from
+/// the parts.
 public enum S3ChecksumAlgorithm: String, Sendable, CaseIterable {
     case crc32c
     case sha256
@@ -38,5 +39,19 @@ public enum S3ChecksumAlgorithm: String, Sendable, CaseIterable {
             bytes += raw
         }
         return checksum(of: bytes) + "-\(checksums.count)"
+    }
+
+    /// The full-object checksum of a multipart object (S3's `FULL_OBJECT` type, no `-N`): the
+    /// checksum of the whole file, derived from the parts' checksums and lengths, in part order.
+    /// Only a CRC can be combined so; `nil` for SHA-256, or if a part's checksum is not a valid one.
+    public func fullObject(ofParts parts: [(checksum: String, length: Int64)]) -> String? {
+        guard case .crc32c = self else { return nil }
+        var crc: UInt32 = 0
+        for part in parts {
+            guard let raw = Data(base64Encoded: part.checksum), raw.count == 4 else { return nil }
+            let value = raw.reduce(UInt32(0)) { $0 << 8 | UInt32($1) }
+            crc = CRC32C.combine(crc, value, secondLength: part.length)
+        }
+        return CRC32CDigest(value: crc).base64
     }
 }

@@ -50,6 +50,32 @@ struct ChecksumTests {
         #expect(S3ChecksumAlgorithm.crc32c.composite(ofParts: ["not base64!"]) == nil)
     }
 
+    @Test("CRC-32C of two pieces combined from their CRCs is the CRC of the whole, at any split")
+    func combine() {
+        let bytes = pseudoRandomBytes(20_000, seed: 7)
+        for split in [0, 1, 3, 4, 5, 63, 64, 4096, 12_345, 19_999, 20_000] {
+            let first = CRC32C.checksum(bytes[..<split]), second = CRC32C.checksum(bytes[split...])
+            #expect(CRC32C.combine(first, second, secondLength: Int64(bytes.count - split)) == CRC32C.checksum(bytes), "split at \(split)")
+        }
+        #expect(CRC32C.combine(CRC32C.checksum(Array("12345".utf8)), CRC32C.checksum(Array("6789".utf8)), secondLength: 4) == 0xE306_9283)
+    }
+
+    @Test("a full-object checksum from the parts' checksums and lengths is the whole file's; SHA-256 has none")
+    func fullObject() {
+        let file = pseudoRandomBytes(50_000, seed: 9)
+        for sizes in [[50_000], [16_384, 16_384, 17_232], [1, 49_999], [25_000, 0, 25_000], [10_000, 10_000, 10_000, 10_000, 10_000]] {
+            var parts: [(checksum: String, length: Int64)] = [], start = 0
+            for size in sizes {
+                parts.append((S3ChecksumAlgorithm.crc32c.checksum(of: Array(file[start..<(start + size)])), Int64(size)))
+                start += size
+            }
+            #expect(S3ChecksumAlgorithm.crc32c.fullObject(ofParts: parts) == S3ChecksumAlgorithm.crc32c.checksum(of: file), "\(sizes)")
+        }
+        #expect(S3ChecksumAlgorithm.crc32c.fullObject(ofParts: [("not base64!", 3)]) == nil)
+        #expect(S3ChecksumAlgorithm.crc32c.fullObject(ofParts: [("AAAAAAAA", 3)]) == nil)   // six bytes, not four
+        #expect(S3ChecksumAlgorithm.sha256.fullObject(ofParts: [(S3ChecksumAlgorithm.sha256.checksum(of: file), 50_000)]) == nil)
+    }
+
     @Test("the multipart ETag is the MD5 of the parts' MD5s and the count (as S3 computes it)")
     func multipartETag() {
         // Two parts whose MD5s are those of "a" and "b".
