@@ -3,13 +3,14 @@
 #   make test   install test dependencies, build, run every test
 #   make torture            the quick torture run (crashes, faults, outages, SIGTERM; 2-3 minutes)
 #   make torture TORTURE=--long   the long one (20+ minutes); see scripts/torture.py --help
+#   make torture-s3         kill -9 while files go to a real S3 server (2 minutes; scripts/torture_s3.py)
 #   make deb                the Debian package, .build/deb/ferry_<version>_<arch>.deb (make deb-test checks it, as root)
 #   make bench              ferryd against curl and Python requests (release build; see docs/PERFORMANCE.md)
 #   make bench-smoke        the same at tiny sizes on the debug build, one run, no thresholds (seconds; CI runs it)
 #   make bench-s3           ferryd's s3 protocol against `aws s3 cp` on a local S3 server (bench/s3.py)
 #   make bench-after        what hooks, result files and digests cost (bench/after_delivery.py)
 #   make check-rules        promtool check rules and promtool test rules on contrib/prometheus (make test runs them too)
-.PHONY: demo test torture build release install uninstall check-units check-rules deps test-deps clean
+.PHONY: demo test torture torture-s3 build release install uninstall check-units check-rules deps test-deps clean
 
 demo: deps
 	swift build --product ferryd
@@ -25,6 +26,11 @@ TORTURE ?= --quick
 torture: deps
 	swift build
 	python3 scripts/torture.py $(TORTURE)
+
+# kill -9 while files go to a real S3 server (rclone serve s3; scripts/install-deps.sh --test installs it)
+torture-s3: test-deps
+	swift build
+	python3 scripts/torture_s3.py $(TORTURE)
 
 # BENCH passes options to bench/bench.py, e.g. BENCH="--only 2 --out bench/results".
 .PHONY: bench bench-smoke bench-deps

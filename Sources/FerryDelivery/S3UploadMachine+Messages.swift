@@ -19,10 +19,14 @@ extension S3UploadMachine {
         public var checksum: S3ChecksumAlgorithm?
         /// The most parts in flight at once (1 to ``S3UploadMachine/concurrencyLimit``).
         public var partConcurrency: Int
+        /// What is recorded before CreateMultipartUpload is sent
+        /// (``FerryS3/S3ObjectAddress/creationMarker``), so that an upload whose creation's answer
+        /// a crash lost is found and aborted by the next attempt.
+        public var creationMarker: String
 
         public init(
             length: Int64, partSize: Int64, multipartThreshold: Int64, endpointKey: String? = nil, checksum: S3ChecksumAlgorithm? = .crc32c,
-            partConcurrency: Int = 1
+            partConcurrency: Int = 1, creationMarker: String = "http://s3.test/b/k?uploads"
         ) {
             self.length = length
             self.partSize = partSize
@@ -30,6 +34,7 @@ extension S3UploadMachine {
             self.endpointKey = endpointKey
             self.checksum = checksum
             self.partConcurrency = partConcurrency
+            self.creationMarker = creationMarker
         }
 
         /// How many parts the file takes.
@@ -63,6 +68,8 @@ extension S3UploadMachine {
         case object(etag: String?, checksum: String?)
         /// HEAD found no object.
         case noObject
+        /// ListMultipartUploads of the key, and an abort of each upload it listed: how many.
+        case uploadsAbandoned(Int)
         /// An S3 error (status, code, message), including an `<Error>` inside a 200.
         case error(S3ErrorAnswer)
         /// No usable answer.
@@ -80,5 +87,9 @@ extension S3UploadMachine {
         case partRejected(number: Int, code: String)
         case completedEarlier
         case checksumMismatch(expected: String, got: String)
+        /// Uploads of the key aborted because a crash lost the answer that created them.
+        case abandoned(count: Int)
+        /// They could not be listed (the key may not list uploads): any stays until a lifecycle rule.
+        case notAbandoned(code: String)
     }
 }

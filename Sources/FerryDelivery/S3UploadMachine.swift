@@ -9,8 +9,9 @@ import Foundation
 ///
 ///     smaller than multipart_threshold:  putObject ─▶ finish
 ///
-///     create ─▶ record ─▶ uploadPart ─▶ recordPart ─▶ … ─▶ complete ─▶ finish(done)
-///       ▲                    ▲
+///     record marker ─▶ create ─▶ record ─▶ uploadPart ─▶ recordPart ─▶ … ─▶ complete ─▶ finish(done)
+///       ▲     (a known marker: a crash lost the creation's answer) abandonUnrecorded ─▶ record marker …
+///       │                    ▲
 ///       │   (a known upload) listParts ─▶ record (the server's parts, reconciled)
 ///       │                    │
 ///       └─ NoSuchUpload ─────┴─ (every part was confirmed) headObject: our object? done : create
@@ -27,8 +28,13 @@ public struct S3UploadMachine: Sendable {
     public enum Action: Sendable, Equatable {
         /// `PUT` the whole file as the object; report with ``stored(_:)``.
         case putObject
-        /// `POST ?uploads` (CreateMultipartUpload); report with ``created(_:)``.
+        /// `POST ?uploads` (CreateMultipartUpload); report with ``created(_:)``. The creation marker
+        /// was recorded before it.
         case create
+        /// The recorded state is a creation marker: a crash came between CreateMultipartUpload and
+        /// the record of its answer. List the key's uploads (ListMultipartUploads) and abort each,
+        /// so none is left to bill; report with ``abandoned(_:)``.
+        case abandonUnrecorded
         /// `GET` the upload (ListParts) from after part `marker`; report with ``listed(_:)``.
         case listParts(url: String, marker: Int?)
         /// Start `PUT` part `number` (the file's `offset..<offset+length`), then call
@@ -58,7 +64,7 @@ public struct S3UploadMachine: Sendable {
     public static let listingPageLimit = 20
 
     enum Phase: Sendable {
-        case ready, putting, creating, listing(found: [UploadPart], pages: Int), sending
+        case ready, putting, creating, abandoning, listing(found: [UploadPart], pages: Int), sending
         /// `then`: the action after the record; `nil`: go on sending parts.
         case completing, heading, recording(then: Action?), finished
     }
@@ -107,10 +113,30 @@ public struct S3UploadMachine: Sendable {
             return .putObject
         }
         if let upload {
+            if S3ObjectAddress.isCreationMarker(upload.url) {
+                phase = .abandoning
+                return .abandonUnrecorded
+            }
             notices.append(.resumed(partsConfirmed: parts.count, partsTotal: settings.partCount))
             return list(upload)
         }
         return create()
+    }
+
+    /// The key's unrecorded uploads were looked for and aborted.
+    public mutating func abandoned(_ response: Response) -> Action {
+        guard case .abandoning = phase else { preconditionFailure("abandoned() outside abandoning") }
+        switch response {
+        case .uploadsAbandoned(let count):
+            if count > 0 { notices.append(.abandoned(count: count)) }
+            return create()
+        case .error(let error):
+            // Not allowed to list uploads, say: deliver anyway; a lifecycle rule is the backstop.
+            notices.append(.notAbandoned(code: error.code ?? "HTTP \(error.status)"))
+            return create()
+        default:
+            return finishOther(response, during: "looking for the multipart upload a crash left")
+        }
     }
 
     /// The answer to CreateMultipartUpload.
@@ -229,13 +255,16 @@ public struct S3UploadMachine: Sendable {
 
     // MARK: Steps
 
+    /// Records the creation marker, then creates.
     private mutating func create() -> Action {
         creations += 1
         guard creations <= Self.creationLimit else {
             return finish(.noAnswer("the server lost the multipart upload \(Self.creationLimit) times in one attempt"))
         }
-        phase = .creating
-        return .create
+        let marker = ResumableUpload(url: settings.creationMarker, offset: 0, endpointKey: settings.endpointKey)
+        upload = marker
+        parts = [:]
+        return record(.upload(marker, parts: []), then: .create)
     }
 
     private mutating func list(_ upload: ResumableUpload) -> Action {
@@ -260,10 +289,7 @@ public struct S3UploadMachine: Sendable {
     private mutating func startOver() -> Action {
         upload = nil
         parts = [:]
-        let next = create()
-        guard case .create = next else { return next }
-        phase = .recording(then: .create)
-        return .record(.upload(nil, parts: []))
+        return create()
     }
 
     mutating func record(_ change: Record, then next: Action?) -> Action {
@@ -317,7 +343,7 @@ public struct S3UploadMachine: Sendable {
             return finish(.sourceChanged(nil))
         case .cancelled:
             return finish(.stopped)
-        case .uploadCreated, .stored, .partsListed, .object, .noObject:
+        case .uploadCreated, .stored, .partsListed, .object, .noObject, .uploadsAbandoned:
             return finish(.noAnswer("the server's answer did not fit the request (\(during))"))
         }
     }

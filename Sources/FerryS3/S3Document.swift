@@ -84,6 +84,16 @@ extension S3Document {
         return (parts, next)
     }
 
+    /// One page of ListMultipartUploads: the `UploadId`s of the uploads of exactly `key` (a prefix
+    /// listing also gives longer keys).
+    public func listedUploads(ofKey key: String) -> [String]? {
+        guard root.name.hasPrefix("ListMultipartUploads") else { return nil }
+        return root.children("Upload").compactMap { upload in
+            guard upload.child("Key")?.text == key, let id = upload.value("UploadId"), !id.isEmpty else { return nil }
+            return id
+        }
+    }
+
     /// CompleteMultipartUpload's result: the object's ETag and checksum.
     public func completedObject(checksum algorithm: S3ChecksumAlgorithm?) -> (etag: String?, checksum: String?)? {
         // moto names it CompleteMultipartUploadResponse.

@@ -11,6 +11,10 @@ public struct S3ObjectAddress: Sendable, Equatable {
     public var host: String
     /// The object's path, encoded (`/bucket/dir/a%20b.jpg`).
     public var path: String
+    /// The bucket's root path (`/bucket/`, or `/` virtual-hosted) and the key, when this address
+    /// was made from them (not by ``parse(_:)``): what ListMultipartUploads needs.
+    public private(set) var bucketPath: String?
+    public private(set) var key: String?
 
     /// The object `key` in `bucket` at `endpoint` (`https://s3.eu-west-1.amazonaws.com`, with an
     /// optional path prefix for servers mounted under one); `nil` if the endpoint is not a URL.
@@ -26,11 +30,18 @@ public struct S3ObjectAddress: Sendable, Equatable {
         let encodedKey = SigV4Signer.encode(key, keepingSlashes: true)
         if virtualHosted {
             self.host = "\(bucket).\(hostText)\(port)"
-            path = "\(base)/\(encodedKey)"
+            bucketPath = "\(base)/"
         } else {
             self.host = "\(hostText)\(port)"
-            path = "\(base)/\(SigV4Signer.encode(bucket))/\(encodedKey)"
+            bucketPath = "\(base)/\(SigV4Signer.encode(bucket))/"
         }
+        path = (bucketPath ?? "/") + encodedKey
+        self.key = key
+    }
+
+    /// Addresses are the same when they name the same URL.
+    public static func == (lhs: S3ObjectAddress, rhs: S3ObjectAddress) -> Bool {
+        lhs.scheme == rhs.scheme && lhs.host == rhs.host && lhs.path == rhs.path
     }
 
     init(scheme: String, host: String, path: String) {
@@ -44,6 +55,27 @@ public struct S3ObjectAddress: Sendable, Equatable {
 
     /// The URL with a query (`uploads`, `partNumber=1&uploadId=…`).
     public func url(query: String) -> String { query.isEmpty ? url : "\(url)?\(query)" }
+
+    /// The mark recorded before CreateMultipartUpload is sent (the object's URL with `?uploads`,
+    /// the request's own): an upload may exist that no answer told us of.
+    public var creationMarker: String { url(query: "uploads") }
+
+    /// Whether `url` (a recorded upload's) is a ``creationMarker`` rather than an upload.
+    public static func isCreationMarker(_ url: String) -> Bool { parse(url)?.query == "uploads" }
+
+    /// ListMultipartUploads of this object's key (`GET /bucket/?uploads&prefix=KEY`); `nil` for an
+    /// address made by ``parse(_:)``.
+    public var uploadsListingURL: String? {
+        guard let bucketPath, let key else { return nil }
+        return "\(scheme)://\(host)\(bucketPath)?uploads&prefix=\(SigV4Signer.encode(key))"
+    }
+
+    /// The key of this address (one ``parse(_:)`` made) in `bucket`'s root, decoded; `nil` when it is
+    /// not in that bucket.
+    public func key(inBucket bucket: S3ObjectAddress) -> String? {
+        guard isInBucket(bucket) else { return nil }
+        return String(path.dropFirst(bucket.path.count)).removingPercentEncoding
+    }
 
     /// A multipart upload's URL: the object's, with `?uploadId=`.
     public func uploadURL(uploadID: String) -> String { url(query: "uploadId=" + SigV4Signer.encode(uploadID)) }

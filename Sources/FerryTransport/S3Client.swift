@@ -106,6 +106,9 @@ public final class S3Client: Sendable {
                     action = machine.stored(response)
                 case .create:
                     action = machine.created(await create(transfer, logger: logger))
+                case .abandonUnrecorded:
+                    action = machine.abandoned(
+                        await abandonUploads(of: transfer.object, signer: transfer.signer, clock: transfer.clock, logger: logger))
                 case .listParts(let url, let marker):
                     action = machine.listed(await listParts(transfer, url: url, marker: marker, logger: logger))
                 case .uploadPart(let url, let number, let offset, let length):
@@ -361,7 +364,8 @@ public final class S3Client: Sendable {
         }
     }
 
-    static func log(_ notice: S3UploadMachine.Notice, to logger: Logger) {
+    /// The log line for a notice of the machine.
+    public static func log(_ notice: S3UploadMachine.Notice, to logger: Logger) {
         switch notice {
         case .created: logger.debug("multipart upload created")
         case .resumed(let confirmed, let total):
@@ -372,6 +376,13 @@ public final class S3Client: Sendable {
         case .completedEarlier: logger.info("the object was completed by an earlier request whose answer was lost")
         case .checksumMismatch(let expected, let got):
             logger.error("the object's checksum does not match its parts'", metadata: ["expected": "\(expected)", "got": "\(got)"])
+        case .abandoned(let count):
+            logger.notice("aborted the multipart upload a crash left before its creation was recorded", metadata: ["uploads": "\(count)"])
+        case .notAbandoned(let code):
+            logger.warning("""
+                could not list the multipart uploads to abort one a crash may have left; it stays until a lifecycle rule \
+                removes it (allow s3:ListBucketMultipartUploads)
+                """, metadata: ["code": "\(code)"])
         }
     }
 }

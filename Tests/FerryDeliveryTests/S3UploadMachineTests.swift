@@ -10,6 +10,8 @@ import Testing
 struct S3UploadMachineTests {
     static let mib: Int64 = 1 << 20
     static let url = "http://s3.test/b/k?uploadId=U1"
+    /// The settings' default creation marker.
+    static let marker = "http://s3.test/b/k?uploads"
 
     /// Three parts of 5 MiB, 5 MiB and 2 MiB, CRC32C checksums.
     static let threeParts = S3UploadMachine.Settings(length: 12 * mib, partSize: 5 * mib, multipartThreshold: 5 * mib, endpointKey: "E")
@@ -49,6 +51,7 @@ struct S3UploadMachineTests {
             case .listParts: action = machine.listed(answer(action, step))
             case .complete: action = machine.completed(answer(action, step))
             case .headObject: action = machine.headed(answer(action, step))
+            case .abandonUnrecorded: action = machine.abandoned(answer(action, step))
             }
         }
     }
@@ -63,7 +66,9 @@ struct S3UploadMachineTests {
             case .uploadPart(_, let number, _, _): "part \(number)"
             case .complete(_, let parts): "complete \(parts.map(\.number))"
             case .headObject: "head"
+            case .abandonUnrecorded: "abandon"
             case .record(.upload(nil, _)): "forget"
+            case .record(.upload(let upload?, _)) where S3ObjectAddress.isCreationMarker(upload.url): "mark"
             case .record, .finish, .awaitPart: nil
             }
         }
@@ -97,13 +102,14 @@ struct S3UploadMachineTests {
         #expect(machine.objectETag == "\"e\"")
     }
 
-    @Test("a new multipart upload: the upload recorded before the first part, each part recorded, then completion")
+    @Test("a new multipart upload: a creation marker recorded before the creation, the upload before the first part, each part recorded, then completion")
     func newUpload() {
         let (actions, machine) = Self.run(Self.threeParts, answer: Self.happy)
-        #expect(Self.requests(actions) == ["create", "part 1", "part 2", "part 3", "complete [1, 2, 3]"])
-        #expect(actions[1] == .record(.upload(ResumableUpload(url: Self.url, offset: 0, endpointKey: "E"), parts: [])))
-        #expect(actions[3] == .record(.part(Self.part(1), upload: ResumableUpload(url: Self.url, offset: 5 * Self.mib, endpointKey: "E"), confirmedParts: 1)))
-        guard case .uploadPart(_, 3, let offset, let length) = actions[6] else { Issue.record("part 3 expected, got \(actions[6])"); return }
+        #expect(Self.requests(actions) == ["mark", "create", "part 1", "part 2", "part 3", "complete [1, 2, 3]"])
+        #expect(actions[0] == .record(.upload(ResumableUpload(url: Self.marker, offset: 0, endpointKey: "E"), parts: [])))
+        #expect(actions[2] == .record(.upload(ResumableUpload(url: Self.url, offset: 0, endpointKey: "E"), parts: [])))
+        #expect(actions[4] == .record(.part(Self.part(1), upload: ResumableUpload(url: Self.url, offset: 5 * Self.mib, endpointKey: "E"), confirmedParts: 1)))
+        guard case .uploadPart(_, 3, let offset, let length) = actions[7] else { Issue.record("part 3 expected, got \(actions[7])"); return }
         #expect(offset == 10 * Self.mib && length == 2 * Self.mib)
         #expect(Self.report(actions) == .answered(ServerAnswer(status: 200)))
         #expect(machine.upload == nil, "a completed upload is forgotten")
@@ -167,7 +173,55 @@ struct S3UploadMachineTests {
             if case .listParts = action { return Self.s3Error(404, "NoSuchUpload") }
             return Self.happy(action, step)
         }
-        #expect(Self.requests(actions) == ["list", "forget", "create", "part 1", "part 2", "part 3", "complete [1, 2, 3]"])
+        // The marker replaces the lost upload and its parts.
+        #expect(Self.requests(actions) == ["list", "mark", "create", "part 1", "part 2", "part 3", "complete [1, 2, 3]"])
+        #expect(actions[1] == .record(.upload(ResumableUpload(url: Self.marker, offset: 0, endpointKey: "E"), parts: [])))
+    }
+
+    @Test("a recorded creation marker (a crash lost the creation's answer): the key's uploads are abandoned, then a new one is made",
+          arguments: [
+            (S3UploadMachine.Response.uploadsAbandoned(1), S3UploadMachine.Notice?.some(.abandoned(count: 1))),
+            (.uploadsAbandoned(0), nil),
+            // Not allowed to list uploads: deliver anyway, and say so.
+            (s3Error(403, "AccessDenied"), .notAbandoned(code: "AccessDenied")),
+          ])
+    func creationMarker(_ listing: S3UploadMachine.Response, _ notice: S3UploadMachine.Notice?) {
+        let known = ResumableUpload(url: Self.marker, offset: 0, endpointKey: "E")
+        var notices: [S3UploadMachine.Notice] = []
+        var machine = S3UploadMachine(settings: Self.threeParts, known: known, parts: [])
+        #expect(machine.start() == .abandonUnrecorded)
+        let next = machine.abandoned(listing)
+        notices += machine.takeNotices()
+        #expect(next == .record(.upload(known, parts: [])), "the marker again, for this creation")
+        #expect(notices == (notice.map { [$0] } ?? []))
+        let (actions, _) = Self.run(Self.threeParts, known: known) { action, step in
+            if case .abandonUnrecorded = action { return listing }
+            return Self.happy(action, step)
+        }
+        #expect(Self.requests(actions) == ["abandon", "mark", "create", "part 1", "part 2", "part 3", "complete [1, 2, 3]"])
+        #expect(Self.report(actions) == .answered(ServerAnswer(status: 200)))
+    }
+
+    @Test("the uploads cannot be listed for want of an answer: the attempt ends, the marker stays for the next", arguments: [
+        (S3UploadMachine.Response.failed("connection refused"), AttemptReport.noAnswer("connection refused")),
+        (.cancelled, .stopped),
+    ])
+    func creationMarkerNoAnswer(_ listing: S3UploadMachine.Response, _ report: AttemptReport) {
+        let known = ResumableUpload(url: Self.marker, offset: 0, endpointKey: "E")
+        var machine = S3UploadMachine(settings: Self.threeParts, known: known, parts: [])
+        #expect(machine.start() == .abandonUnrecorded)
+        #expect(machine.abandoned(listing) == .finish(report))
+        #expect(machine.upload == known)
+    }
+
+    @Test("a creation that fails leaves the marker recorded: the next attempt looks for the upload first")
+    func failedCreation() {
+        let (actions, machine) = Self.run(Self.threeParts) { action, step in
+            if case .create = action { return .failed("the connection was reset") }
+            return Self.happy(action, step)
+        }
+        #expect(Self.requests(actions) == ["mark", "create"])
+        #expect(machine.upload == ResumableUpload(url: Self.marker, offset: 0, endpointKey: "E"))
     }
 
     @Test("every part confirmed and the upload gone: HEAD finds our object (the completion's answer was lost)")
@@ -212,12 +266,12 @@ struct S3UploadMachineTests {
             if case .uploadPart(_, 2, _, _) = action, refusals < 1 { refusals += 1; return Self.s3Error(400, "BadDigest") }
             return Self.happy(action, step)
         }
-        #expect(Self.requests(actions) == ["create", "part 1", "part 2", "part 2", "part 3", "complete [1, 2, 3]"])
+        #expect(Self.requests(actions) == ["mark", "create", "part 1", "part 2", "part 2", "part 3", "complete [1, 2, 3]"])
         let (always, _) = Self.run(Self.threeParts) { action, step in
             if case .uploadPart(_, 1, _, _) = action { return Self.s3Error(400, "XAmzContentChecksumMismatch") }
             return Self.happy(action, step)
         }
-        #expect(Self.requests(always) == ["create", "part 1", "part 1", "part 1"])
+        #expect(Self.requests(always) == ["mark", "create", "part 1", "part 1", "part 1"])
         guard case .answered(let answer)? = Self.report(always) else { Issue.record("expected an answer"); return }
         #expect(answer.verdict(now: Date()) == .retry(notBefore: nil))
     }

@@ -77,14 +77,12 @@ struct S3Sender: Sender {
             try await store.recordUpload(job, nil, now: Date())
         }
         let partSize = settings.partSize(forLength: length)
-        let machineSettings = S3UploadMachine.Settings(
-            length: length, partSize: partSize, multipartThreshold: settings.multipartThreshold, endpointKey: key, checksum: checksum,
-            partConcurrency: settings.partConcurrency)
         let knownParts = known == nil ? [] : try await store.uploadParts(of: job)
-        // The object's address: the recorded upload's (its key was rendered then), or from the key template.
+        // The object's address: the recorded upload's (its key was rendered then), or from the key
+        // template (also for a creation marker: the listing of its uploads needs the key itself).
         let digest = DigestOnce(source: source, io: io)
         let object: S3ObjectAddress
-        if let known, let (address, _) = S3ObjectAddress.parse(known.url) {
+        if let known, !S3ObjectAddress.isCreationMarker(known.url), let (address, _) = S3ObjectAddress.parse(known.url) {
             object = address
         } else {
             if let problem = Self.keyNameProblem(job, key: settings.key) {
@@ -102,6 +100,9 @@ struct S3Sender: Sender {
             }
             object = address
         }
+        let machineSettings = S3UploadMachine.Settings(
+            length: length, partSize: partSize, multipartThreshold: settings.multipartThreshold, endpointKey: key, checksum: checksum,
+            partConcurrency: settings.partConcurrency, creationMarker: object.creationMarker)
         let transfer = S3Transfer(
             object: object, signer: signer, checksum: checksum, objectHeaders: objectHeaders(for: job, source: source, digest: digest),
             contentType: configuration.fileContentType ?? MediaType.forFilename(job.baseName), source: source, settings: machineSettings,
@@ -150,15 +151,28 @@ struct S3Sender: Sender {
                 """)
             return
         }
-        await client.abort(uploadURL: upload.url, signer: signer, clock: Self.clock, logger: logger)
+        guard S3ObjectAddress.isCreationMarker(upload.url) else {
+            await client.abort(uploadURL: upload.url, signer: signer, clock: Self.clock, logger: logger)
+            return
+        }
+        // A crash came between creating the upload and recording it: find it by its key.
+        guard let bucket = configuredBucket, let recorded = S3ObjectAddress.parse(upload.url)?.address,
+              let key = recorded.key(inBucket: bucket),
+              let object = S3ObjectAddress(
+                endpoint: configuration.url.text, bucket: settings.bucket, key: key, virtualHosted: settings.addressing == .virtual)
+        else { return }
+        let response = await client.abandonUploads(of: object, signer: signer, clock: Self.clock, logger: logger)
+        if case .error(let error) = response { S3Client.log(.notAbandoned(code: error.code ?? "HTTP \(error.status)"), to: logger) }
+    }
+
+    /// The configured bucket's root address.
+    var configuredBucket: S3ObjectAddress? {
+        S3ObjectAddress(endpoint: configuration.url.text, bucket: settings.bucket, key: "", virtualHosted: settings.addressing == .virtual)
     }
 
     /// Whether `url` (a recorded upload's) is in the configured bucket at the configured endpoint.
     func isInConfiguredBucket(_ url: String) -> Bool {
-        guard let recorded = S3ObjectAddress.parse(url)?.address,
-              let bucket = S3ObjectAddress(
-                endpoint: configuration.url.text, bucket: settings.bucket, key: "", virtualHosted: settings.addressing == .virtual)
-        else { return false }
+        guard let recorded = S3ObjectAddress.parse(url)?.address, let bucket = configuredBucket else { return false }
         return recorded.isInBucket(bucket)
     }
 

@@ -1,0 +1,33 @@
+import FerryDelivery
+import FerryS3
+import Foundation
+import Logging
+
+/// Finding the multipart uploads a crash left unrecorded: CreateMultipartUpload was answered, and
+/// ferryd died before the `UploadId` was durable. Only the creation marker recorded before the
+/// request says one may exist; ListMultipartUploads of the key finds it, and each is aborted.
+extension S3Client {
+    /// Lists the uploads of `object`'s key and aborts each. `.uploadsAbandoned(count)`; an S3 error
+    /// (the key may not be allowed to list uploads) or a failure as the machine takes them.
+    public func abandonUploads(of object: S3ObjectAddress, signer: SigV4Signer, clock: @Sendable () -> Date, logger: Logger) async
+        -> S3UploadMachine.Response
+    {
+        guard let url = object.uploadsListingURL, let key = object.key,
+              let headers = signer.signedHeaders(method: "GET", url: url, headers: [], payloadHash: SigV4Signer.emptyPayloadHash, at: clock())
+        else { return .failed("not an S3 URL") }
+        switch await uploader.send(.bodiless(url: url, method: "GET", headers: headers), logger: logger) {
+        case .response(let status, let responseHeaders, let body, let sent):
+            let exchange = Exchange(outcome: .answer(status: status, headers: responseHeaders, body: body), bytesSent: sent)
+            guard (200..<300).contains(status), let document = S3Document(body), document.error == nil,
+                  let ids = document.listedUploads(ofKey: key) else { return Self.other(exchange) }
+            for id in ids {
+                await abort(uploadURL: object.uploadURL(uploadID: id), signer: signer, clock: clock, logger: logger)
+            }
+            return .uploadsAbandoned(ids.count)
+        case .failed(let failure, _):
+            return .failed(failure.message)
+        case .cancelled:
+            return .cancelled
+        }
+    }
+}
