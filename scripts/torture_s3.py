@@ -18,6 +18,7 @@ aborted). Exit status: 0 the oracle holds, 1 it does not (each failure printed),
   scripts/torture_s3.py --quick                    # about 2 minutes
   scripts/torture_s3.py --duration 600 --server seaweedfs
 Options: --bin DIR (default .build/debug; also $FERRY_BIN), --seed N, --keep, --long (20 minutes),
+--part-concurrency N,
 --budget-mib N (the data written over the loop, spread evenly; default 1.5 GiB). Needs boto3 and the
 server (scripts/install-deps.sh --test).
 """
@@ -145,7 +146,7 @@ class Daemon:
         return self.proc.returncode if self.proc else None
 
 
-def write_config(path, work, spool, endpoint):
+def write_config(path, work, spool, endpoint, part_concurrency):
     lines = [
         f'state_directory = "{work}/state"',
         f'control_socket = "{work}/state/control.sock"',
@@ -163,6 +164,7 @@ def write_config(path, work, spool, endpoint):
         'secret_access_key = "${env:FERRY_TORTURE_S3_SECRET}"',
         'key = "t/{relative_path}"',
         'part_size = "5MiB"',
+        f"part_concurrency = {part_concurrency}",
         'settle = "300ms"',
         'after_upload = "delete"',
         "[spool.retry]",
@@ -184,6 +186,7 @@ def main():
     p.add_argument("--duration", type=float, default=300.0, help="seconds of the crash loop")
     p.add_argument("--quick", action="store_true", help="a 75-second crash loop")
     p.add_argument("--long", action="store_true", help="a 20-minute crash loop")
+    p.add_argument("--part-concurrency", type=int, default=1, help="the spool's part_concurrency")
     p.add_argument("--budget-mib", type=int, default=1536,
                    help="MiB written over the crash loop at most, spread evenly (the server keeps every object)")
     p.add_argument("--seed", type=int, default=int(time.time()))
@@ -199,7 +202,8 @@ def main():
     spool, staging = os.path.join(work, "spool"), os.path.join(work, "staging")
     for d in (spool, staging, os.path.join(work, "state")):
         os.makedirs(d)
-    log(f"seed {a.seed}, server {a.server}, crash loop {duration:.0f} s, work directory {work}")
+    log(f"seed {a.seed}, server {a.server}, part_concurrency {a.part_concurrency}, crash loop {duration:.0f} s, "
+        f"work directory {work}")
     server = daemon = None
     failures = []
     written = {}  # name -> sha256
@@ -208,7 +212,7 @@ def main():
     try:
         server = Server(a.server, os.path.join(work, "server"))
         config = os.path.join(work, "ferry.toml")
-        write_config(config, work, spool, server.endpoint)
+        write_config(config, work, spool, server.endpoint, a.part_concurrency)
         daemon = Daemon(binary, config, os.path.join(work, "ferryd.log"))
         daemon.start()
 
@@ -287,8 +291,10 @@ def main():
         open_uploads = server.open_uploads()
         if open_uploads:
             failures.append(f"{len(open_uploads)} multipart uploads left open: {open_uploads[:10]}")
+        with open(daemon.log_path, errors="replace") as f:
+            abandoned = f.read().count("aborted the multipart upload a crash left")
         log(f"{len(written)} files ({total / MIB:.1f} MiB), {kills} kills; {len(keys)} objects; "
-            f"{len(open_uploads)} uploads open")
+            f"{len(open_uploads)} uploads open; {abandoned} left by a crash before their creation was recorded, aborted")
     except RunBroken as e:
         log(f"the run broke: {e}")
         return 2

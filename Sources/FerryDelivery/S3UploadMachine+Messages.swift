@@ -26,7 +26,7 @@ extension S3UploadMachine {
 
         public init(
             length: Int64, partSize: Int64, multipartThreshold: Int64, endpointKey: String? = nil, checksum: S3ChecksumAlgorithm? = .crc32c,
-            partConcurrency: Int = 1, creationMarker: String = "http://s3.test/b/k?uploads"
+            partConcurrency: Int = 1, creationMarker: String
         ) {
             self.length = length
             self.partSize = partSize

@@ -130,11 +130,12 @@ public struct S3UploadMachine: Sendable {
         case .uploadsAbandoned(let count):
             if count > 0 { notices.append(.abandoned(count: count)) }
             return create()
-        case .error(let error):
-            // Not allowed to list uploads, say: deliver anyway; a lifecycle rule is the backstop.
+        case .error(let error) where Self.refusesListingForGood(error):
+            // Not allowed to list or abort uploads: deliver anyway; a lifecycle rule is the backstop.
             notices.append(.notAbandoned(code: error.code ?? "HTTP \(error.status)"))
             return create()
         default:
+            // Anything else (a 5xx, SlowDown, no answer) may pass: the marker stays for the next attempt.
             return finishOther(response, during: "looking for the multipart upload a crash left")
         }
     }
@@ -149,6 +150,10 @@ public struct S3UploadMachine: Sendable {
             self.upload = upload
             parts = [:]
             return record(.upload(upload, parts: []), then: nil)
+        case .error(let error) where (400..<500).contains(error.status):
+            // Refused: no upload was made, so the marker goes (with the attempt's outcome).
+            upload = nil
+            return finishOther(response, during: "creating the multipart upload")
         default:
             return finishOther(response, during: "creating the multipart upload")
         }
@@ -254,6 +259,13 @@ public struct S3UploadMachine: Sendable {
     public mutating func cancel() -> Action { finish(.stopped) }
 
     // MARK: Steps
+
+    /// Whether an answer to ListMultipartUploads or AbortMultipartUpload says the key will never be
+    /// allowed to (403, 405, 501), rather than not now.
+    static func refusesListingForGood(_ error: S3ErrorAnswer) -> Bool {
+        [403, 405, 501].contains(error.status) && !S3ErrorAnswer.retryableCodes.contains(error.code ?? "")
+            && error.code != "RequestTimeTooSkewed" && error.code != "SignatureDoesNotMatch"
+    }
 
     /// Records the creation marker, then creates.
     private mutating func create() -> Action {

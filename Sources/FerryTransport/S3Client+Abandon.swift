@@ -7,12 +7,18 @@ import Logging
 /// ferryd died before the `UploadId` was durable. Only the creation marker recorded before the
 /// request says one may exist; ListMultipartUploads of the key finds it, and each is aborted.
 extension S3Client {
-    /// Lists the uploads of `object`'s key and aborts each. `.uploadsAbandoned(count)`; an S3 error
-    /// (the key may not be allowed to list uploads) or a failure as the machine takes them.
+    /// ListMultipartUploads page size: 100 uploads fit the 64 KiB of an answer that is kept (the
+    /// exact key, the prefix, sorts first).
+    static let uploadsPerPage = 100
+
+    /// Lists the uploads of `object`'s key and aborts each. `.uploadsAbandoned(count)` when every
+    /// one was aborted; else the first S3 error (the key may not be allowed to list or abort
+    /// uploads), failure or cancellation, as the machine takes them.
     public func abandonUploads(of object: S3ObjectAddress, signer: SigV4Signer, clock: @Sendable () -> Date, logger: Logger) async
         -> S3UploadMachine.Response
     {
-        guard let url = object.uploadsListingURL, let key = object.key,
+        guard let listing = object.uploadsListingURL, let key = object.key,
+              case let url = listing + "&max-uploads=\(Self.uploadsPerPage)",
               let headers = signer.signedHeaders(method: "GET", url: url, headers: [], payloadHash: SigV4Signer.emptyPayloadHash, at: clock())
         else { return .failed("not an S3 URL") }
         switch await uploader.send(.bodiless(url: url, method: "GET", headers: headers), logger: logger) {
@@ -21,7 +27,9 @@ extension S3Client {
             guard (200..<300).contains(status), let document = S3Document(body), document.error == nil,
                   let ids = document.listedUploads(ofKey: key) else { return Self.other(exchange) }
             for id in ids {
-                await abort(uploadURL: object.uploadURL(uploadID: id), signer: signer, clock: clock, logger: logger)
+                if Task.isCancelled { return .cancelled }
+                let aborted = await abort(uploadURL: object.uploadURL(uploadID: id), signer: signer, clock: clock, logger: logger)
+                guard case .uploadsAbandoned = aborted else { return aborted }
             }
             return .uploadsAbandoned(ids.count)
         case .failed(let failure, _):

@@ -184,6 +184,7 @@ struct S3UploadMachineTests {
             (.uploadsAbandoned(0), nil),
             // Not allowed to list uploads: deliver anyway, and say so.
             (s3Error(403, "AccessDenied"), .notAbandoned(code: "AccessDenied")),
+            (s3Error(501, "NotImplemented"), .notAbandoned(code: "NotImplemented")),
           ])
     func creationMarker(_ listing: S3UploadMachine.Response, _ notice: S3UploadMachine.Notice?) {
         let known = ResumableUpload(url: Self.marker, offset: 0, endpointKey: "E")
@@ -202,16 +203,28 @@ struct S3UploadMachineTests {
         #expect(Self.report(actions) == .answered(ServerAnswer(status: 200)))
     }
 
-    @Test("the uploads cannot be listed for want of an answer: the attempt ends, the marker stays for the next", arguments: [
-        (S3UploadMachine.Response.failed("connection refused"), AttemptReport.noAnswer("connection refused")),
-        (.cancelled, .stopped),
-    ])
-    func creationMarkerNoAnswer(_ listing: S3UploadMachine.Response, _ report: AttemptReport) {
+    @Test("the uploads cannot be listed or aborted now (no answer, 5xx, SlowDown): the attempt ends, the marker stays for the next",
+          arguments: [
+            S3UploadMachine.Response.failed("connection refused"), .cancelled, s3Error(503, "SlowDown"), s3Error(500, "InternalError"),
+            s3Error(403, "RequestTimeTooSkewed"), .failed("the answer was cut"),
+          ])
+    func creationMarkerNotNow(_ listing: S3UploadMachine.Response) {
         let known = ResumableUpload(url: Self.marker, offset: 0, endpointKey: "E")
         var machine = S3UploadMachine(settings: Self.threeParts, known: known, parts: [])
         #expect(machine.start() == .abandonUnrecorded)
-        #expect(machine.abandoned(listing) == .finish(report))
+        guard case .finish = machine.abandoned(listing) else { Issue.record("the attempt should end"); return }
         #expect(machine.upload == known)
+    }
+
+    @Test("CreateMultipartUpload refused (a 4xx): no upload was made, so the marker goes with the attempt's outcome")
+    func refusedCreation() {
+        let (actions, machine) = Self.run(Self.threeParts) { action, step in
+            if case .create = action { return Self.s3Error(403, "AccessDenied") }
+            return Self.happy(action, step)
+        }
+        #expect(Self.requests(actions) == ["mark", "create"])
+        #expect(machine.upload == nil)
+        guard case .answered? = Self.report(actions) else { Issue.record("expected the refusal as the answer"); return }
     }
 
     @Test("a creation that fails leaves the marker recorded: the next attempt looks for the upload first")

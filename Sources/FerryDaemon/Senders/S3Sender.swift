@@ -78,11 +78,14 @@ struct S3Sender: Sender {
         }
         let partSize = settings.partSize(forLength: length)
         let knownParts = known == nil ? [] : try await store.uploadParts(of: job)
-        // The object's address: the recorded upload's (its key was rendered then), or from the key
-        // template (also for a creation marker: the listing of its uploads needs the key itself).
+        // The object's address: the recorded upload's (its key was rendered then; for a creation
+        // marker, made again from that key, as the listing of its uploads needs the key itself), or
+        // from the key template.
         let digest = DigestOnce(source: source, io: io)
         let object: S3ObjectAddress
-        if let known, !S3ObjectAddress.isCreationMarker(known.url), let (address, _) = S3ObjectAddress.parse(known.url) {
+        if let known, S3ObjectAddress.isCreationMarker(known.url), let address = markedObject(known.url) {
+            object = address
+        } else if let known, !S3ObjectAddress.isCreationMarker(known.url), let (address, _) = S3ObjectAddress.parse(known.url) {
             object = address
         } else {
             if let problem = Self.keyNameProblem(job, key: settings.key) {
@@ -156,13 +159,16 @@ struct S3Sender: Sender {
             return
         }
         // A crash came between creating the upload and recording it: find it by its key.
-        guard let bucket = configuredBucket, let recorded = S3ObjectAddress.parse(upload.url)?.address,
-              let key = recorded.key(inBucket: bucket),
-              let object = S3ObjectAddress(
-                endpoint: configuration.url.text, bucket: settings.bucket, key: key, virtualHosted: settings.addressing == .virtual)
-        else { return }
+        guard let object = markedObject(upload.url) else { return }
         let response = await client.abandonUploads(of: object, signer: signer, clock: Self.clock, logger: logger)
         if case .error(let error) = response { S3Client.log(.notAbandoned(code: error.code ?? "HTTP \(error.status)"), to: logger) }
+    }
+
+    /// The object a creation marker names, in the configured bucket (with its key, for listing).
+    func markedObject(_ marker: String) -> S3ObjectAddress? {
+        guard let bucket = configuredBucket, let recorded = S3ObjectAddress.parse(marker)?.address,
+              let key = recorded.key(inBucket: bucket) else { return nil }
+        return S3ObjectAddress(endpoint: configuration.url.text, bucket: settings.bucket, key: key, virtualHosted: settings.addressing == .virtual)
     }
 
     /// The configured bucket's root address.
