@@ -270,31 +270,6 @@ public final class S3Client: Sendable {
         }
     }
 
-    /// Aborts a multipart upload (best-effort): the server drops its parts, so none are billed.
-    /// Returns how it went: ``S3UploadMachine/Response/uploadsAbandoned(_:)`` (1) when the server
-    /// dropped it or had no such upload, else its error, failure or cancellation.
-    @discardableResult
-    public func abort(uploadURL: String, signer: SigV4Signer, clock: @Sendable () -> Date, logger: Logger) async -> S3UploadMachine.Response {
-        guard let headers = signer.signedHeaders(
-            method: "DELETE", url: uploadURL, headers: [], payloadHash: SigV4Signer.emptyPayloadHash, at: clock()) else { return .failed("not an S3 URL") }
-        switch await uploader.send(.bodiless(url: uploadURL, method: "DELETE", headers: headers), logger: logger) {
-        case .response(let status, _, _, _) where (200..<300).contains(status) || status == 404:
-            logger.info("the multipart upload was aborted; the server dropped its parts", metadata: ["status": "\(status)"])
-            return .uploadsAbandoned(1)
-        case .response(let status, let responseHeaders, let body, let sent):
-            let code = S3Document(body)?.error?.code ?? "-"
-            logger.warning("the server did not abort the multipart upload; its parts may remain until a lifecycle rule removes them",
-                           metadata: ["status": "\(status)", "code": "\(code)"])
-            return Self.other(Exchange(outcome: .answer(status: status, headers: responseHeaders, body: body), bytesSent: sent))
-        case .failed(let failure, _):
-            logger.warning("could not abort the multipart upload; its parts may remain until a lifecycle rule removes them",
-                           metadata: ["error": "\(failure)"])
-            return .failed(failure.message)
-        case .cancelled:
-            return .cancelled
-        }
-    }
-
     // MARK: Sending and reading answers
 
     /// One request's outcome.
