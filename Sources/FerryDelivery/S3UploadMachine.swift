@@ -10,11 +10,11 @@ import Foundation
 ///     smaller than multipart_threshold:  putObject ─▶ finish
 ///
 ///     record marker ─▶ create ─▶ record ─▶ uploadPart ─▶ recordPart ─▶ … ─▶ complete ─▶ finish(done)
-///       ▲     (a known marker: a crash lost the creation's answer) abandonUnrecorded ─▶ record marker …
-///       │                    ▲
-///       │   (a known upload) listParts ─▶ record (the server's parts, reconciled)
-///       │                    │
-///       └─ NoSuchUpload ─────┴─ (every part was confirmed) headObject: our object? done : create
+///       ▲                                     ▲
+///       │             (a known upload) listParts ─▶ record (the server's parts, reconciled)
+///       │                                     │
+///       ├─ NoSuchUpload ──────────────────────┴─ (every part confirmed) headObject: ours? done : start over
+///       └─ (a known marker: a crash lost the creation's answer) abandonUnrecorded: abort the key's uploads
 ///
 /// At most `partConcurrency` parts are in flight at once (1 by default: a part starts when the one
 /// before is answered and recorded). Each part in flight is what a cut or a kill -9 may cost, so
