@@ -18,6 +18,8 @@ extension S3Client {
     /// such upload, else its error, failure or cancellation.
     @discardableResult
     public func abort(uploadURL: String, signer: SigV4Signer, clock: @Sendable () -> Date, logger: Logger) async -> S3UploadMachine.Response {
+        guard signer.signedHeaders(method: "DELETE", url: uploadURL, headers: [], payloadHash: SigV4Signer.emptyPayloadHash, at: clock()) != nil
+        else { return .failed("not an S3 URL") }  // not worth a second try
         var outcome = S3UploadMachine.Response.failed("not tried")
         for attempt in 1...Self.abortTries {
             if attempt > 1 {

@@ -83,9 +83,7 @@ struct S3Sender: Sender {
         // from the key template.
         let digest = DigestOnce(source: source, io: io)
         let object: S3ObjectAddress
-        if let known, S3ObjectAddress.isCreationMarker(known.url), let address = markedObject(known.url) {
-            object = address
-        } else if let known, !S3ObjectAddress.isCreationMarker(known.url), let (address, _) = S3ObjectAddress.parse(known.url) {
+        if let known, let address = S3ObjectAddress.isCreationMarker(known.url) ? markedObject(known.url) : S3ObjectAddress.parse(known.url)?.address {
             object = address
         } else {
             if let problem = Self.keyNameProblem(job, key: settings.key) {
@@ -143,7 +141,7 @@ struct S3Sender: Sender {
     /// Aborts the job's multipart upload (cancelled, superseded, given up, or made under settings
     /// that changed since), so no parts are left to bill. Only in the configured bucket on the
     /// configured endpoint: an upload in a bucket or at an endpoint no longer configured is left
-    /// (with a warning naming it) rather than sent signed requests the configuration no longer meant.
+    /// (with a warning) rather than sent signed requests the configuration no longer meant.
     func endUpload(of job: Job, logger: Logger) async {
         guard let upload = job.upload else { return }
         guard upload.endpointKey == endpointKey || isInConfiguredBucket(upload.url) else {
