@@ -18,7 +18,7 @@ The server is started by Tests/Servers/s3_server.py (installed by scripts/instal
 it runs on the same two cores, so both clients share the machine with it. Medians are reported;
 the exit status is 0 when every measurement ran, whatever the figures.
 """
-import argparse, json, os, shutil, statistics, subprocess, sys, tempfile, threading, time
+import argparse, json, os, resource, shutil, statistics, subprocess, sys, tempfile, threading, time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
@@ -39,6 +39,7 @@ def start_server(kind, work):
     return process, line.split()[1]
 
 
+AWS_CPU = []  # CPU seconds of each `aws` run, in order
 PART_CONCURRENCY = None  # --part-concurrency: ferryd's part_concurrency, when set
 
 
@@ -84,6 +85,29 @@ class PeakRSS:
         return f"now {proc_kib(self.pid, 'RssAnon') / 1024:.1f} MiB anonymous + {proc_kib(self.pid, 'RssFile') / 1024:.1f} file-backed"
 
 
+def cpu_seconds(pid):
+    """CPU time (user + system) of a process and its live descendants, in seconds."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    children = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            children.setdefault(int(fields[1]), []).append((int(entry), int(fields[11]) + int(fields[12])))
+    total, stack = 0, [pid]
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    total = int(fields[11]) + int(fields[12])
+    while stack:
+        for child, used in children.get(stack.pop(), []):
+            total += used
+            stack.append(child)
+    return total / ticks
+
+
 def make_file(path, size):
     with open(path, "wb") as f:
         chunk = os.urandom(1 << 20)
@@ -92,29 +116,36 @@ def make_file(path, size):
         f.write(os.urandom(size % len(chunk)))
 
 
-def aws(args, endpoint, work):
+def aws(args, endpoint, work, command="cp"):
     config = os.path.join(work, "aws-config")
     with open(config, "w") as f:
         f.write("[default]\nregion = us-east-1\ns3 =\n    addressing_style = path\n")
     env = dict(os.environ, AWS_ACCESS_KEY_ID=AK, AWS_SECRET_ACCESS_KEY=SK, AWS_CONFIG_FILE=config,
                AWS_SHARED_CREDENTIALS_FILE=os.devnull)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.monotonic()
-    subprocess.run(["aws", "--endpoint-url", endpoint, "s3", "cp", "--only-show-errors", "--no-progress"] + args,
+    subprocess.run(["aws", "--endpoint-url", endpoint, "s3", command, "--only-show-errors"] + (["--no-progress"] if command == "cp" else []) + args,
                    env=env, check=True)
-    return time.monotonic() - t0
+    elapsed = time.monotonic() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    AWS_CPU.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+    return elapsed
 
 
-def ferryd_large(bin_dir, work, endpoint, size, run):
+def ferryd_large(bin_dir, work, endpoint, size, run, server):
     source = os.path.join(work, "large.bin")
     process, spool = start_ferryd(bin_dir, work, endpoint, f"large{run}")
     try:
+        cpu0, server0 = cpu_seconds(process.pid), cpu_seconds(server.pid)
         t0 = time.monotonic()
         os.rename(source, os.path.join(spool, "large.bin"))
         wait_until(lambda: spool_files(spool) == 0, 3600, 0.01, "the 1 GiB file delivered")
         elapsed = time.monotonic() - t0
+        cpu, server_cpu = cpu_seconds(process.pid) - cpu0, cpu_seconds(server.pid) - server0
         rss = PeakRSS(process.pid)
-        log(f"  ferryd: {elapsed:.2f} s, peak RSS {rss.peak_mib():.1f} MiB ({rss.parts()})")
-        return elapsed, rss.peak_mib()
+        log(f"  ferryd: {elapsed:.2f} s, CPU {cpu:.2f} s (server {server_cpu:.2f} s), "
+            f"peak RSS {rss.peak_mib():.1f} MiB ({rss.parts()})")
+        return elapsed, rss.peak_mib(), cpu
     finally:
         process.terminate()
         process.wait()
@@ -159,17 +190,34 @@ def main():
     work = tempfile.mkdtemp(prefix="ferry-s3-bench.")
     server, endpoint = start_server(args.server, work)
     results = {"server": args.server, "large_bytes": large, "small_files": small_count, "runs": runs,
-               "ferryd_large_s": [], "aws_large_s": [], "ferryd_peak_rss_mib": [], "ferryd_small_fps": [], "aws_small_fps": []}
+               "ferryd_large_s": [], "aws_large_s": [], "ferryd_large_cpu_s": [], "aws_large_cpu_s": [], "ferryd_peak_rss_mib": [], "ferryd_small_fps": [], "aws_small_fps": []}
     try:
         for run in range(runs):
             log(f"run {run + 1}/{runs}: large file")
             make_file(os.path.join(work, "large.bin"), large)
             shutil.copyfile(os.path.join(work, "large.bin"), os.path.join(work, "large-aws.bin"))
-            elapsed, peak = ferryd_large(bin_dir, work, endpoint, large, run)
-            results["ferryd_large_s"].append(elapsed)
-            results["ferryd_peak_rss_mib"].append(peak)
-            results["aws_large_s"].append(aws([os.path.join(work, "large-aws.bin"), f"s3://{BUCKET}/aws/large{run}.bin"], endpoint, work))
+            # Both clients start with no dirty pages to write back (the files just made, the other
+            # client's object), and they take turns going first: neither pays for the other's writes.
+            def run_ferryd():
+                os.sync()
+                elapsed, peak, cpu = ferryd_large(bin_dir, work, endpoint, large, run, server)
+                results["ferryd_large_s"].append(elapsed)
+                results["ferryd_large_cpu_s"].append(cpu)
+                results["ferryd_peak_rss_mib"].append(peak)
+
+            def run_aws():
+                os.sync()
+                server0 = cpu_seconds(server.pid)
+                results["aws_large_s"].append(aws([os.path.join(work, "large-aws.bin"), f"s3://{BUCKET}/aws/large{run}.bin"], endpoint, work))
+                results["aws_large_cpu_s"].append(AWS_CPU[-1])
+                log(f"  aws s3 cp: {results['aws_large_s'][-1]:.2f} s, CPU {AWS_CPU[-1]:.2f} s "
+                    f"(server {cpu_seconds(server.pid) - server0:.2f} s)")
+
+            for measure in ((run_ferryd, run_aws) if run % 2 == 0 else (run_aws, run_ferryd)):
+                measure()
             os.remove(os.path.join(work, "large-aws.bin"))
+            # The next run's server starts as empty as this one's did.
+            aws(["--recursive", f"s3://{BUCKET}/"], endpoint, work, command="rm")
             log(f"run {run + 1}/{runs}: small files")
             fps, peak = ferryd_small(bin_dir, work, endpoint, small_count, 16 * 1024, run)
             results["ferryd_small_fps"].append(fps)
@@ -191,6 +239,8 @@ def main():
     print("| --- | --- | --- | --- | --- |")
     print(f"| {large >> 20} MiB file, wall time | {med['ferryd_large_s']:.2f} s | {med['aws_large_s']:.2f} s | "
           f"{med['ferryd_large_s'] / med['aws_large_s']:.2f}× | ≤ 1.0× {'met' if med['ferryd_large_s'] <= med['aws_large_s'] else 'NOT met'} |")
+    print(f"| {large >> 20} MiB file, client CPU (user + system) | {med['ferryd_large_cpu_s']:.2f} s | {med['aws_large_cpu_s']:.2f} s | "
+          f"{med['ferryd_large_cpu_s'] / med['aws_large_cpu_s']:.2f}× | |")
     print(f"| {small_count} × 16 KiB, files/s | {med['ferryd_small_fps']:.0f} | {med['aws_small_fps']:.0f} | "
           f"{med['ferryd_small_fps'] / med['aws_small_fps']:.2f}× | ≥ 2.0× {'met' if med['ferryd_small_fps'] >= 2 * med['aws_small_fps'] else 'NOT met'} |")
     peak = max(results["ferryd_peak_rss_mib"])
