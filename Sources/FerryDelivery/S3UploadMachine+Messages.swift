@@ -70,6 +70,8 @@ extension S3UploadMachine {
         case noObject
         /// ListMultipartUploads of the key, and an abort of each upload it listed: how many.
         case uploadsAbandoned(Int)
+        /// A range of the file read back: its MD5 (hex) and, if asked, its checksum (base64).
+        case digested(md5: String, checksum: String?)
         /// An S3 error (status, code, message), including an `<Error>` inside a 200.
         case error(S3ErrorAnswer)
         /// No usable answer.
@@ -86,6 +88,8 @@ extension S3UploadMachine {
         case lost
         case partRejected(number: Int, code: String)
         case completedEarlier
+        /// Parts the server listed that were not recorded (their answers lost), kept: not sent again.
+        case partsRecognised(count: Int)
         case checksumMismatch(expected: String, got: String)
         /// Uploads of the key aborted because a crash lost the answer that created them.
         case abandoned(count: Int)

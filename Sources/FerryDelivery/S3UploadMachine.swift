@@ -46,6 +46,10 @@ public struct S3UploadMachine: Sendable {
         case complete(url: String, parts: [UploadPart])
         /// `HEAD` the object; report with ``headed(_:)``.
         case headObject
+        /// Read the file's `offset..<offset+length` and report its MD5 and, if `withChecksum`, its
+        /// checksum with ``digested(_:)``: is what the server holds (a part or the object whose
+        /// answer was lost) these bytes?
+        case digest(offset: Int64, length: Int64, withChecksum: Bool)
         /// Make this durable, then call ``recorded()``.
         case record(Record)
         /// The attempt is over.
@@ -67,6 +71,11 @@ public struct S3UploadMachine: Sendable {
         case ready, putting, creating, abandoning, listing(found: [UploadPart], pages: Int), sending
         /// `then`: the action after the record; `nil`: go on sending parts.
         case completing, heading, recording(then: Action?), finished
+        /// Reading back listed parts whose answers were lost (`pending`, first in hand) to learn
+        /// whether they are ours; `kept`: the listed parts kept so far.
+        case checkingParts(pending: [UploadPart], kept: [Int: UploadPart])
+        /// Reading back the whole file to compare with the object's (whole-content MD5) ETag.
+        case checkingObject(etag: String)
     }
 
     public let settings: Settings
@@ -172,22 +181,24 @@ public struct S3UploadMachine: Sendable {
             // The server's parts are the truth: a part we recorded that it does not list is sent
             // again. A part it lists is kept if its size is the one the layout gives it and, when
             // parts carry checksums, its checksum is known: listed by the server, or recorded
-            // with the same ETag. (No server measured lists checksums, and completion must name
-            // them: a part whose answer was lost is sent again, at most one.)
+            // with the same ETag, or (a part whose answer was lost: no server measured lists
+            // checksums, and completion must name them) read back from the file, when the
+            // part's ETag is the MD5 of those bytes.
             var reconciled: [Int: UploadPart] = [:]
+            var unknown: [UploadPart] = []
             for part in all where (1...settings.partCount).contains(part.number)
                 && part.size == Int64(settings.range(ofPart: part.number).count) {
                 var part = part
                 if let recorded = parts[part.number], S3ETag.same(recorded.etag, part.etag) {
                     part.checksum = part.checksum ?? recorded.checksum
                 }
-                if settings.checksum != nil && part.checksum == nil { continue }
+                if settings.checksum != nil && part.checksum == nil {
+                    if S3ETag.md5(part.etag) != nil { unknown.append(part) }
+                    continue
+                }
                 reconciled[part.number] = part
             }
-            parts = reconciled
-            let updated = withOffset(upload)
-            self.upload = updated
-            return record(.upload(updated, parts: parts.values.sorted { $0.number < $1.number }), then: nil)
+            return checkParts(unknown.sorted { $0.number < $1.number }, kept: reconciled)
         case .error(let error) where error.code == "NoSuchUpload":
             return uploadLost()
         default:
@@ -237,6 +248,11 @@ public struct S3UploadMachine: Sendable {
             if let etag, let expected, S3ETag.names(etag, multipart: expected) {
                 notices.append(.completedEarlier)
                 return succeed(etag: etag)
+            }
+            if let etag, S3ETag.md5(etag) != nil {
+                // Some servers (rclone serve s3) give an assembled object the MD5 of its content.
+                phase = .checkingObject(etag: etag)
+                return .digest(offset: 0, length: settings.length, withChecksum: false)
             }
             notices.append(.lost)
             return startOver()
@@ -298,7 +314,7 @@ public struct S3UploadMachine: Sendable {
         return startOver()
     }
 
-    private mutating func startOver() -> Action {
+    mutating func startOver() -> Action {
         upload = nil
         parts = [:]
         return create()
@@ -355,13 +371,13 @@ public struct S3UploadMachine: Sendable {
             return finish(.sourceChanged(nil))
         case .cancelled:
             return finish(.stopped)
-        case .uploadCreated, .stored, .partsListed, .object, .noObject, .uploadsAbandoned:
+        case .uploadCreated, .stored, .partsListed, .object, .noObject, .uploadsAbandoned, .digested:
             return finish(.noAnswer("the server's answer did not fit the request (\(during))"))
         }
     }
 
     /// The object is in the bucket: S3 answered 200 (the shell keeps the object's details).
-    private mutating func succeed(etag: String?) -> Action {
+    mutating func succeed(etag: String?) -> Action {
         objectETag = etag
         upload = nil
         return finish(.answered(ServerAnswer(status: 200)))

@@ -18,6 +18,16 @@ public enum S3ETag {
         return "\(digest)-\(etags.count)"
     }
 
+    /// The MD5 (lowercase hex) an ETag is, when it is one: 32 hex digits, quoted or not. A part's
+    /// ETag is its MD5 on S3 and every server measured (not under SSE-KMS or SSE-C); so is a
+    /// whole object's on some servers (rclone serve s3), where S3 gives an assembled object
+    /// ``expected(fromPartETags:)``.
+    public static func md5(_ etag: String) -> String? {
+        let hex = etag.trimmingCharacters(in: CharacterSet(charactersIn: "\""))
+        guard hex.utf8.count == 32, bytes(hex: hex) != nil else { return nil }
+        return hex.lowercased()
+    }
+
     /// Whether two ETags are the same, ignoring quotes and case.
     public static func same(_ a: String, _ b: String) -> Bool {
         a.trimmingCharacters(in: CharacterSet(charactersIn: "\"")).lowercased() == b.trimmingCharacters(in: CharacterSet(charactersIn: "\"")).lowercased()

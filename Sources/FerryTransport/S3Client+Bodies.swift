@@ -55,6 +55,38 @@ extension S3Client {
         }
     }
 
+    /// A range's MD5 and, with `algorithm`, its checksum, read in one blocking call from the version
+    /// queued: what the machine compares with a part's or an object's ETag whose answer was lost.
+    static func digest(_ source: SourceFile, _ range: Range<Int64>, _ algorithm: S3ChecksumAlgorithm?) async -> S3UploadMachine.Response {
+        do {
+            return try await NIOThreadPool.singleton.runIfActive {
+                guard source.isUnchanged else { throw SourceReadError.changed }
+                var md5 = Insecure.MD5()
+                var crc32c = CRC32C()
+                var sha256 = SHA256()
+                try source.read(range) { piece in
+                    md5.update(bufferPointer: piece)
+                    switch algorithm {
+                    case .crc32c?: crc32c.update(bufferPointer: piece)
+                    case .sha256?: sha256.update(bufferPointer: piece)
+                    case nil: break
+                    }
+                }
+                guard source.isUnchanged else { throw SourceReadError.changed }
+                let checksum: String? = switch algorithm {
+                case .crc32c?: crc32c.finalize().base64
+                case .sha256?: Data(sha256.finalize()).base64EncodedString()
+                case nil: nil
+                }
+                return .digested(md5: md5.finalize().hex, checksum: checksum)
+            }
+        } catch SourceReadError.changed {
+            return .sourceChanged
+        } catch {
+            return .failed("cannot read the file back: \(error)")
+        }
+    }
+
     /// A range's checksum, read in one blocking call, and the file checked to be the version queued.
     func checksum(
         _ source: SourceFile, _ range: Range<Int64>, _ algorithm: S3ChecksumAlgorithm

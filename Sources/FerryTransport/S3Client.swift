@@ -135,6 +135,8 @@ public final class S3Client: Sendable {
                     action = machine.completed(response)
                 case .headObject:
                     action = machine.headed(await head(transfer, logger: logger))
+                case .digest(let offset, let length, let withChecksum):
+                    action = machine.digested(await Self.digest(transfer.source, offset..<(offset + length), withChecksum ? transfer.checksum : nil))
                 case .record(let change):
                     try await record(change)
                     inFlight.confirmed(machine.confirmedBytes)
@@ -355,6 +357,8 @@ public final class S3Client: Sendable {
         case .partRejected(let number, let code):
             logger.warning("the server refused a part's checksum; sending it again", metadata: ["part": "\(number)", "code": "\(code)"])
         case .completedEarlier: logger.info("the object was completed by an earlier request whose answer was lost")
+        case .partsRecognised(let count):
+            logger.info("the server holds parts whose answers were lost; they are not sent again", metadata: ["parts": "\(count)"])
         case .checksumMismatch(let expected, let got):
             logger.error("the object's checksum does not match its parts'", metadata: ["expected": "\(expected)", "got": "\(got)"])
         case .abandoned(let count):

@@ -55,7 +55,7 @@ struct S3UploadMachinePartsTests {
             case .complete(_, let parts):
                 trace.requests.append("complete \(parts.map(\.number))")
                 action = machine.completed(.object(etag: "\"x\"", checksum: nil))
-            case .putObject, .listParts, .headObject, .abandonUnrecorded:
+            case .putObject, .listParts, .headObject, .abandonUnrecorded, .digest:
                 Issue.record("unexpected \(action)")
                 return trace
             }

@@ -15,13 +15,13 @@ struct S3ProtocolTests {
     func withS3(
         _ kind: S3TestServer.Kind, cutAt: Int? = nil, rate: Int? = nil, options: [String] = [], fields: [String] = [],
         accessKey: String = S3TestServer.accessKey, bucket: String = S3TestServer.bucket, retry: [String]? = nil,
-        _ body: (DaemonHarness, S3TestServer, CutProxy) async throws -> Void
+        dropAnswer: String? = nil, _ body: (DaemonHarness, S3TestServer, CutProxy) async throws -> Void
     ) async throws {
         let directory = try TemporaryDirectory("ferry-s3")
         let server = try await S3TestServer(kind: kind, directory: directory.url("data"))
         let proxy: CutProxy
         do {
-            proxy = try await CutProxy(target: server.port, cutAt: cutAt, rate: rate, logPath: directory.url("proxy.log"))
+            proxy = try await CutProxy(target: server.port, cutAt: cutAt, rate: rate, dropAnswer: dropAnswer, logPath: directory.url("proxy.log"))
         } catch {
             await server.stop()
             throw error

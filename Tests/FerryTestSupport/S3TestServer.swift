@@ -154,7 +154,8 @@ public final class S3TestServer: @unchecked Sendable {
 }
 
 /// `Tests/Servers/cut_proxy.py`: a TCP proxy that counts the bytes clients send, and can reset the
-/// connection carrying a given byte, or hold the upload to a rate.
+/// connection carrying a given byte, hold the upload to a rate, flip a bit in transit, or lose the
+/// answer to one request.
 public final class CutProxy: @unchecked Sendable {
     public let child: ChildProcess
     public let port: Int
@@ -167,21 +168,29 @@ public final class CutProxy: @unchecked Sendable {
         public var mostInFlight: Int
         /// Bytes changed in transit (`flip`).
         public var flips: Int
+        /// Answers not passed on (`dropAnswer`).
+        public var droppedAnswers: Int
 
         enum CodingKeys: String, CodingKey {
             case upstreamBytes = "upstream_bytes", cuts, connections, flips
+            case droppedAnswers = "dropped_answers"
             case mostInFlight = "most_in_flight"
         }
     }
 
     /// `flip`: the first occurrence of this text the clients send has a bit flipped, once.
-    public init(target: Int, cutAt: Int? = nil, rate: Int? = nil, flip: String? = nil, logPath: String) async throws {
+    /// `dropAnswer`: a regular expression; the first request that matches it reaches the server, and
+    /// its answer is lost (the client's connection is reset when the answer starts), once.
+    public init(
+        target: Int, cutAt: Int? = nil, rate: Int? = nil, flip: String? = nil, dropAnswer: String? = nil, logPath: String
+    ) async throws {
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../Servers/cut_proxy.py").standardized.path
         let (python, prefix) = S3TestServer.pythonArguments
         child = try ChildProcess(
             executable: python,
             arguments: prefix + [script, "--target", "127.0.0.1:\(target)"] + (cutAt.map { ["--cut-at", String($0)] } ?? [])
-                + (rate.map { ["--rate", String($0)] } ?? []) + (flip.map { ["--flip", $0] } ?? []),
+                + (rate.map { ["--rate", String($0)] } ?? []) + (flip.map { ["--flip", $0] } ?? [])
+                + (dropAnswer.map { ["--drop-answer", $0] } ?? []),
             logPath: logPath)
         let line = try await child.readStdoutLine { $0.hasPrefix("{\"listening\"") }
         guard let port = (try? JSONDecoder().decode([String: Int].self, from: Data(line.utf8)))?["listening"] else {

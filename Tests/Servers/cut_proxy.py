@@ -10,12 +10,18 @@ Prints one line {"listening": PORT} when ready. A connection whose first bytes a
 is in flight on a connection from its first byte until the server's first byte back, and M is the
 most in flight at once. With --flip MARKER, the first MARKER the clients send (within one read) has
 its first byte's lowest bit flipped, once: the bytes are changed in transit, as by a bad proxy;
-"flips" in the stats counts it.
+"flips" in the stats counts it. With --drop-answer REGEX, the first request whose bytes (within one
+read) match REGEX reaches the server whole, and the server's answer to it is not passed on: when
+its first bytes come back, the client's side is reset (the request was carried out, its answer
+lost, as when a link drops at the worst moment); "dropped_answers" in the stats counts it.
 """
-import argparse, json, os, signal, socket, struct, sys, threading, time
+import argparse, json, os, re, signal, socket, struct, sys, threading, time
 
 lock = threading.Lock()
-stats = {"upstream_bytes": 0, "cuts": 0, "connections": 0, "most_in_flight": 0, "flips": 0}
+stats = {"upstream_bytes": 0, "cuts": 0, "connections": 0, "most_in_flight": 0, "flips": 0, "dropped_answers": 0}
+drop_answer = None  # the request (a compiled bytes regex) whose answer is not passed on, once
+dropping = set()  # connections (their client sockets) whose next answer is dropped
+drop_armed = False
 flip = None  # the marker whose first byte is flipped, once
 in_flight = set()  # connections (their client sockets) whose request awaits the server's answer
 cut_at = None
@@ -54,6 +60,10 @@ def forward_upstream(data, sink, pair):
             at = data.index(flip)
             data = data[:at] + bytes([data[at] ^ 1]) + data[at + 1:]
             stats["flips"] += 1
+        global drop_armed
+        if drop_answer is not None and not drop_armed and drop_answer.search(data):
+            drop_armed = True
+            dropping.add(pair[0])
         if data and not cutting:
             in_flight.add(pair[0])
             stats["most_in_flight"] = max(stats["most_in_flight"], len(in_flight))
@@ -83,6 +93,19 @@ def pump(source, sink, upstream, pair):
                 continue
             with lock:
                 in_flight.discard(pair[0])
+                dropped = pair[0] in dropping
+                if dropped:
+                    dropping.discard(pair[0])
+                    stats["dropped_answers"] += 1
+            if dropped:
+                # Shut down first: the thread reading the client is blocked in recv on this socket,
+                # and a close alone would not end the connection until that recv returns.
+                try:
+                    pair[0].shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+                cut(pair)
+                return
             sink.sendall(data)
     except OSError:
         pass
@@ -131,8 +154,10 @@ def main():
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--rate", type=int, help="upstream bytes per second per connection")
     parser.add_argument("--flip", help="flip a bit of the first occurrence of this text, once")
+    parser.add_argument("--drop-answer", help="a regex: the answer to the first request that matches it is lost, once")
     args = parser.parse_args()
-    global rate, flip
+    global rate, flip, drop_answer
+    drop_answer = re.compile(args.drop_answer.encode()) if args.drop_answer else None
     flip = args.flip.encode() if args.flip else None
     cut_at = args.cut_at
     rate = args.rate

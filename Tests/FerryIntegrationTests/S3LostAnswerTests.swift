@@ -1,0 +1,85 @@
+import FerryQueue
+import FerryTestSupport
+import Foundation
+import Testing
+
+/// Requests the server carried out whose answers never reached ferryd (the link dropped at the
+/// worst moment), through the real ferryd against real S3 servers: a proxy passes each request on
+/// whole and resets the connection when the server's answer starts. The next attempt finds out
+/// from the server what happened: nothing is sent twice that the server holds, and no upload is
+/// left open.
+@Suite("S3 requests whose answers were lost", .serialized)
+struct S3LostAnswerTests {
+    static let mib = 1 << 20
+    static let retry = ["initial_delay = \"100ms\"", "max_delay = \"1s\""]
+
+    @Test("CreateMultipartUpload's answer lost: the next attempt aborts the unrecorded upload and makes a new one",
+          arguments: S3TestServer.Kind.allCases)
+    func creation(_ kind: S3TestServer.Kind) async throws {
+        let size = 20 * Self.mib + 3
+        try await S3ProtocolTests().withS3(kind, retry: Self.retry, dropAnswer: #"(?m)^POST [^ \r\n]*\?uploads HTTP/1\.1"#) {
+            harness, server, proxy in
+            try await harness.start(environment: S3ProtocolTests.environment())
+            let bytes = pseudoRandomBytes(size, seed: 180)
+            try harness.drop("survey.las", bytes)
+            let done = try await waitForState(harness, .done)
+            try await harness.waitForQuiet()
+            let stats = try proxy.stats()
+            #expect(stats.droppedAnswers == 1)
+            let object = try #require(try server.object("survey.las"))
+            #expect(object.sha256 == sha256Hex(bytes))
+            #expect(try server.openUploads().isEmpty, "the upload whose creation was not recorded is aborted")
+            #expect(done.first?.attempts == 2, "one attempt lost the answer, the next delivered")
+            #expect(harness.daemon?.log.contains("aborted the multipart upload a crash left before its creation was recorded") == true)
+            #expect(stats.upstreamBytes - size < Self.mib, "no part was sent before the creation's answer: nothing sent twice")
+        }
+    }
+
+    @Test("UploadPart's answer lost: the next attempt lists the parts and does not send that part again",
+          arguments: S3TestServer.Kind.allCases)
+    func part(_ kind: S3TestServer.Kind) async throws {
+        let size = 40 * Self.mib + 11
+        try await S3ProtocolTests().withS3(kind, retry: Self.retry, dropAnswer: #"(?m)^PUT [^ \r\n]*&partNumber=3 HTTP/1\.1"#) {
+            harness, server, proxy in
+            try await harness.start(environment: S3ProtocolTests.environment())
+            let bytes = pseudoRandomBytes(size, seed: 181)
+            try harness.drop("core-dump.tar", bytes)
+            let done = try await waitForState(harness, .done)
+            try await harness.waitForQuiet()
+            let stats = try proxy.stats()
+            #expect(stats.droppedAnswers == 1)
+            let object = try #require(try server.object("core-dump.tar"))
+            #expect(object.sha256 == sha256Hex(bytes))
+            #expect(try server.openUploads().isEmpty)
+            #expect(done.first?.attempts == 2)
+            let resent = stats.upstreamBytes - size
+            print("s3 \(kind): part 3's answer lost: \(stats.upstreamBytes) bytes on the wire for \(size) (\(resent) more)")
+            #expect(resent < Self.mib, "part 3 is on the server (ListParts says so): it is not sent again")
+            #expect(harness.daemon?.log.contains("the server holds parts whose answers were lost") == true)
+        }
+    }
+
+    @Test("CompleteMultipartUpload's answer lost: the next attempt finds the object complete, with the parts' ETag",
+          arguments: S3TestServer.Kind.allCases)
+    func completion(_ kind: S3TestServer.Kind) async throws {
+        let size = 24 * Self.mib + 5
+        try await S3ProtocolTests().withS3(kind, retry: Self.retry, dropAnswer: #"(?m)^POST [^ \r\n]*\?uploadId=[^ \r\n]* HTTP/1\.1"#) {
+            harness, server, proxy in
+            try await harness.start(environment: S3ProtocolTests.environment())
+            let bytes = pseudoRandomBytes(size, seed: 182)
+            try harness.drop("night-7.fits", bytes)
+            let done = try await waitForState(harness, .done)
+            try await harness.waitForQuiet()
+            let stats = try proxy.stats()
+            #expect(stats.droppedAnswers == 1)
+            let object = try #require(try server.object("night-7.fits"))
+            #expect(object.sha256 == sha256Hex(bytes))
+            #expect(try server.openUploads().isEmpty)
+            #expect(done.first?.attempts == 2)
+            let resent = stats.upstreamBytes - size
+            print("s3 \(kind): the completion's answer lost: \(stats.upstreamBytes) bytes on the wire for \(size) (\(resent) more)")
+            #expect(resent < Self.mib, "the object is complete on the server: no part is sent again")
+            #expect(harness.daemon?.log.contains("completed by an earlier request whose answer was lost") == true)
+        }
+    }
+}
