@@ -4,10 +4,10 @@ import Foundation
 import Testing
 
 /// Requests the server carried out whose answers never reached ferryd (the link dropped at the
-/// worst moment), through the real ferryd against real S3 servers: a proxy passes each request on
-/// whole and resets the connection when the server's answer starts. The next attempt finds out
-/// from the server what happened: nothing is sent twice that the server holds, and no upload is
-/// left open.
+/// worst moment, or a proxy or load balancer answered instead), through the real ferryd against
+/// real S3 servers: a proxy passes the request on whole and closes the connection when the
+/// server's answer starts, or sends an answer of its own. The next attempt finds out from the
+/// server what happened: nothing is sent twice that the server holds, and no upload is left open.
 @Suite("S3 requests whose answers were lost", .serialized)
 struct S3LostAnswerTests {
     static let mib = 1 << 20
@@ -80,6 +80,66 @@ struct S3LostAnswerTests {
             print("s3 \(kind): the completion's answer lost: \(stats.upstreamBytes) bytes on the wire for \(size) (\(resent) more)")
             #expect(resent < Self.mib, "the object is complete on the server: no part is sent again")
             #expect(harness.daemon?.log.contains("completed by an earlier request whose answer was lost") == true)
+        }
+    }
+
+    /// An HTTP response with an S3 `<Error>` body.
+    static func answer(_ status: String, code: String, message: String, headers: [String] = []) -> String {
+        let body = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>\(code)</Code><Message>\(message)</Message><RequestId>4442587FB7D0A2F9</RequestId></Error>"
+        return (["HTTP/1.1 \(status)", "Content-Type: application/xml", "Content-Length: \(body.utf8.count)", "Connection: close"] + headers)
+            .joined(separator: "\r\n") + "\r\n\r\n" + body
+    }
+
+    @Test("CompleteMultipartUpload answered 200 OK with an <Error> inside: not a success; the next attempt finds what the server did",
+          arguments: S3TestServer.Kind.allCases)
+    func errorInside200(_ kind: S3TestServer.Kind) async throws {
+        let size = 17 * Self.mib + 9
+        let inside = Self.answer("200 OK", code: "InternalError", message: "We encountered an internal error. Please try again.")
+        try await S3ProtocolTests().withS3(
+            kind, retry: Self.retry, dropAnswer: #"(?m)^POST [^ \r\n]*\?uploadId=[^ \r\n]* HTTP/1\.1"#, replacement: inside
+        ) { harness, server, proxy in
+            try await harness.start(environment: S3ProtocolTests.environment())
+            let bytes = pseudoRandomBytes(size, seed: 183)
+            try harness.drop("tiles.zip", bytes)
+            let done = try await waitForState(harness, .done)
+            try await harness.waitForQuiet()
+            let stats = try proxy.stats()
+            #expect(stats.droppedAnswers == 1)
+            #expect(done.first?.attempts == 2, "the 200 with an <Error> is not a success")
+            let log = harness.daemon?.log ?? ""
+            #expect(log.contains("upload attempt failed; will retry") && log.contains("InternalError"))
+            let object = try #require(try server.object("tiles.zip"))
+            #expect(object.sha256 == sha256Hex(bytes))
+            #expect(try server.openUploads().isEmpty)
+            #expect(stats.upstreamBytes - size < Self.mib, "nothing sent twice")
+        }
+    }
+
+    @Test("a part answered 503 SlowDown with Retry-After: the next attempt waits for it, and keeps the part the server stored",
+          arguments: S3TestServer.Kind.allCases)
+    func slowDown(_ kind: S3TestServer.Kind) async throws {
+        let size = 30 * Self.mib
+        let slowDown = Self.answer("503 Slow Down", code: "SlowDown", message: "Please reduce your request rate.", headers: ["Retry-After: 2"])
+        try await S3ProtocolTests().withS3(
+            kind, retry: Self.retry, dropAnswer: #"(?m)^PUT [^ \r\n]*&partNumber=2 HTTP/1\.1"#, replacement: slowDown
+        ) { harness, server, proxy in
+            try await harness.start(environment: S3ProtocolTests.environment())
+            let bytes = pseudoRandomBytes(size, seed: 184)
+            try harness.drop("radar.h5", bytes)
+            let done = try await waitForState(harness, .done)
+            try await harness.waitForQuiet()
+            let stats = try proxy.stats()
+            #expect(stats.droppedAnswers == 1)
+            #expect(done.first?.attempts == 2)
+            let log = harness.daemon?.log ?? ""
+            let failure = try #require(log.split(separator: "\n").first { $0.contains("upload attempt failed; will retry") })
+            #expect(failure.contains("SlowDown"), "\(failure)")
+            let wait = try #require(failure.firstMatch(of: /retry_in_ms=(\d+)/).flatMap { Int($0.1) })
+            #expect(wait >= 2000, "Retry-After: 2 is honoured (backoff alone is at most 1 s here): \(wait) ms")
+            let object = try #require(try server.object("radar.h5"))
+            #expect(object.sha256 == sha256Hex(bytes))
+            #expect(try server.openUploads().isEmpty)
+            #expect(stats.upstreamBytes - size < Self.mib, "part 2 is on the server: read back, not sent again")
         }
     }
 }

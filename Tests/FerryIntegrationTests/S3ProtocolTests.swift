@@ -15,13 +15,17 @@ struct S3ProtocolTests {
     func withS3(
         _ kind: S3TestServer.Kind, cutAt: Int? = nil, rate: Int? = nil, options: [String] = [], fields: [String] = [],
         accessKey: String = S3TestServer.accessKey, bucket: String = S3TestServer.bucket, retry: [String]? = nil,
-        dropAnswer: String? = nil, _ body: (DaemonHarness, S3TestServer, CutProxy) async throws -> Void
+        dropAnswer: String? = nil, replacement: String? = nil, _ body: (DaemonHarness, S3TestServer, CutProxy) async throws -> Void
     ) async throws {
         let directory = try TemporaryDirectory("ferry-s3")
         let server = try await S3TestServer(kind: kind, directory: directory.url("data"))
         let proxy: CutProxy
         do {
-            proxy = try await CutProxy(target: server.port, cutAt: cutAt, rate: rate, dropAnswer: dropAnswer, logPath: directory.url("proxy.log"))
+            proxy = try await CutProxy(target: server.port, cutAt: cutAt, rate: rate, dropAnswer: dropAnswer, replacement: replacement.map { text in
+                let path = directory.url("replacement.http")
+                FileManager.default.createFile(atPath: path, contents: Data(text.utf8))
+                return path
+            }, logPath: directory.url("proxy.log"))
         } catch {
             await server.stop()
             throw error

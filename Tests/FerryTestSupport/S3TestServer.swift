@@ -180,9 +180,11 @@ public final class CutProxy: @unchecked Sendable {
 
     /// `flip`: the first occurrence of this text the clients send has a bit flipped, once.
     /// `dropAnswer`: a regular expression; the first request that matches it reaches the server, and
-    /// its answer is lost (the client's connection is reset when the answer starts), once.
+    /// its answer is lost (the client's connection is closed when the answer starts), once; the
+    /// client gets `replacement` (a whole HTTP response) instead, if given.
     public init(
-        target: Int, cutAt: Int? = nil, rate: Int? = nil, flip: String? = nil, dropAnswer: String? = nil, logPath: String
+        target: Int, cutAt: Int? = nil, rate: Int? = nil, flip: String? = nil, dropAnswer: String? = nil,
+        replacement: String? = nil, logPath: String
     ) async throws {
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../Servers/cut_proxy.py").standardized.path
         let (python, prefix) = S3TestServer.pythonArguments
@@ -190,7 +192,7 @@ public final class CutProxy: @unchecked Sendable {
             executable: python,
             arguments: prefix + [script, "--target", "127.0.0.1:\(target)"] + (cutAt.map { ["--cut-at", String($0)] } ?? [])
                 + (rate.map { ["--rate", String($0)] } ?? []) + (flip.map { ["--flip", $0] } ?? [])
-                + (dropAnswer.map { ["--drop-answer", $0] } ?? []),
+                + (dropAnswer.map { ["--drop-answer", $0] } ?? []) + (replacement.map { ["--replacement", $0] } ?? []),
             logPath: logPath)
         let line = try await child.readStdoutLine { $0.hasPrefix("{\"listening\"") }
         guard let port = (try? JSONDecoder().decode([String: Int].self, from: Data(line.utf8)))?["listening"] else {

@@ -13,7 +13,9 @@ its first byte's lowest bit flipped, once: the bytes are changed in transit, as 
 "flips" in the stats counts it. With --drop-answer REGEX, the first request whose bytes (within one
 read) match REGEX reaches the server whole, and the server's answer to it is not passed on: when
 its first bytes come back, the client's side is reset (the request was carried out, its answer
-lost, as when a link drops at the worst moment); "dropped_answers" in the stats counts it.
+lost, as when a link drops at the worst moment); "dropped_answers" in the stats counts it. With
+--replacement FILE as well, the client gets FILE's bytes (a whole HTTP response) instead of the
+server's answer, and then the connection is closed.
 """
 import argparse, json, os, re, signal, socket, struct, sys, threading, time
 
@@ -22,6 +24,7 @@ stats = {"upstream_bytes": 0, "cuts": 0, "connections": 0, "most_in_flight": 0, 
 drop_answer = None  # the request (a compiled bytes regex) whose answer is not passed on, once
 dropping = set()  # connections (their client sockets) whose next answer is dropped
 drop_armed = False
+replacement = None  # what the client gets instead of the dropped answer (a whole HTTP response)
 flip = None  # the marker whose first byte is flipped, once
 in_flight = set()  # connections (their client sockets) whose request awaits the server's answer
 cut_at = None
@@ -98,6 +101,11 @@ def pump(source, sink, upstream, pair):
                     dropping.discard(pair[0])
                     stats["dropped_answers"] += 1
             if dropped:
+                if replacement is not None:
+                    try:
+                        sink.sendall(replacement)
+                    except OSError:
+                        pass
                 # Shut down first: the thread reading the client is blocked in recv on this socket,
                 # and a close alone would not end the connection until that recv returns.
                 try:
@@ -155,8 +163,12 @@ def main():
     parser.add_argument("--rate", type=int, help="upstream bytes per second per connection")
     parser.add_argument("--flip", help="flip a bit of the first occurrence of this text, once")
     parser.add_argument("--drop-answer", help="a regex: the answer to the first request that matches it is lost, once")
+    parser.add_argument("--replacement", help="a file holding the HTTP response sent instead of the dropped answer")
     args = parser.parse_args()
-    global rate, flip, drop_answer
+    global rate, flip, drop_answer, replacement
+    if args.replacement:
+        with open(args.replacement, "rb") as f:
+            replacement = f.read()
     drop_answer = re.compile(args.drop_answer.encode()) if args.drop_answer else None
     flip = args.flip.encode() if args.flip else None
     cut_at = args.cut_at
