@@ -231,6 +231,10 @@ public struct S3UploadMachine: Sendable {
             // Completed by an earlier request whose answer was lost, or forgotten: HEAD tells.
             phase = .heading
             return .headObject
+        case .error(let error) where error.code == nil && (200..<300).contains(error.status):
+            // A 2xx whose document did not come whole (cut, or not S3's): the completion may have
+            // happened. The next attempt asks the server (ListParts, then HEAD).
+            return finish(.noAnswer("the answer to CompleteMultipartUpload (HTTP \(error.status)) was not the document S3 sends; the next attempt asks the server whether the object is complete"))
         case .error(let error) where error.code == "InvalidPart" || error.code == "InvalidPartOrder":
             if let action = countRequest() { return action }
             return list(upload)

@@ -23,10 +23,13 @@ public struct S3Document: Sendable {
 
     public var root: Element
 
-    /// `nil` if `bytes` is not well-formed XML.
+    /// `nil` if `bytes` is not well-formed XML. Whitespace before the document is skipped: S3 sends
+    /// some while a CompleteMultipartUpload is processed, after its `200 OK` and before the
+    /// document, and an XML declaration after whitespace is not well-formed.
     public init?(_ bytes: [UInt8]) {
-        guard !bytes.isEmpty else { return nil }
-        let parser = XMLParser(data: Data(bytes))
+        let start = bytes.firstIndex { ![0x20, 0x09, 0x0A, 0x0D].contains($0) } ?? bytes.endIndex
+        guard start < bytes.endIndex else { return nil }
+        let parser = XMLParser(data: Data(bytes[start...]))
         parser.shouldResolveExternalEntities = false
         parser.shouldProcessNamespaces = true
         let builder = TreeBuilder()

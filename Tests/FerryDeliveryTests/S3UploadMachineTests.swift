@@ -325,6 +325,14 @@ struct S3UploadMachineTests {
         #expect(answer.verdict(now: Date()) == .retry(notBefore: nil))
         let unknown = S3ErrorAnswer(status: 200, code: nil, message: nil).answer(during: "completing")
         #expect(!unknown.isSuccess)
+        // A 200 whose document never came whole: the completion may have happened; the next
+        // attempt asks the server, the file is not put aside.
+        let (cut, _) = Self.run(Self.threeParts) { action, step in
+            if case .complete = action { return .error(S3ErrorAnswer(status: 200, code: nil, message: nil, body: Array("      ".utf8))) }
+            return Self.happy(action, step)
+        }
+        guard case .noAnswer(let message)? = Self.report(cut) else { Issue.record("expected noAnswer, got \(String(describing: Self.report(cut)))"); return }
+        #expect(message.contains("asks the server"))
     }
 
     @Test("the object's composite checksum must be the one computed from the parts")

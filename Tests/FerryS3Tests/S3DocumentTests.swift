@@ -59,6 +59,22 @@ struct S3DocumentTests {
         #expect(failed?.error?.code == "InternalError")
     }
 
+    @Test("a completion's answer after S3's keep-alive whitespace (before or after the XML declaration) is read")
+    func keepAliveWhitespace() {
+        let declaration = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+        let result = "<CompleteMultipartUploadResult><Bucket>b</Bucket><Key>k</Key><ETag>\"3858f62230ac3c915f300c664312c11f-9\"</ETag></CompleteMultipartUploadResult>"
+        let error = "<Error><Code>InternalError</Code><Message>We encountered an internal error. Please try again.</Message></Error>"
+        for padding in ["", " ", "    \n", " \r\n \n\r\t "] {
+            for body in [padding + declaration + result, declaration + padding + result, padding + result] {
+                #expect(S3Document(Array(body.utf8))?.completedObject(checksum: nil)?.etag == "\"3858f62230ac3c915f300c664312c11f-9\"", "\(body.debugDescription)")
+            }
+            for body in [padding + declaration + error, declaration + padding + error] {
+                #expect(S3Document(Array(body.utf8))?.error?.code == "InternalError", "\(body.debugDescription)")
+            }
+        }
+        #expect(S3Document(Array("   \n  ".utf8)) == nil, "whitespace alone (the answer cut before its document) is no document")
+    }
+
     @Test("the completion body lists every part in order, escaped")
     func completionBody() {
         let body = String(decoding: S3Document.completion([(1, "\"a&b\"", "c1=="), (2, "\"d\"", nil)], checksum: .crc32c), as: UTF8.self)
