@@ -1,5 +1,5 @@
+import FerrySystem
 import NIOPosix
-import Synchronization
 
 /// A small pool of threads for long blocking file work (copying a file into its body, hashing it),
 /// so it never occupies the Swift concurrency pool that the scheduler, the watchers and the
@@ -31,11 +31,4 @@ final class BlockingIO: Sendable {
     func shutdown() async {
         try? await pool.shutdownGracefully()
     }
-}
-
-/// Set when the task waiting for some blocking work is cancelled.
-final class CancellationFlag: Sendable {
-    private let state = Atomic<Bool>(false)
-    func cancel() { state.store(true, ordering: .relaxed) }
-    var isCancelled: Bool { state.load(ordering: .relaxed) }
 }

@@ -90,6 +90,9 @@ extension S3UploadMachine {
         case completedEarlier
         /// Parts the server listed that were not recorded (their answers lost), kept: not sent again.
         case partsRecognised(count: Int)
+        /// The file is read back to compare with what the server holds: part `number`, or (`nil`)
+        /// the whole object.
+        case readingBack(part: Int?)
         case checksumMismatch(expected: String, got: String)
         /// Uploads of the key aborted because a crash lost the answer that created them.
         case abandoned(count: Int)

@@ -168,44 +168,6 @@ public struct S3UploadMachine: Sendable {
         }
     }
 
-    /// One page of ListParts.
-    public mutating func listed(_ response: Response) -> Action {
-        guard case .listing(let found, let pages) = phase, let upload else { preconditionFailure("listed() outside a listing") }
-        switch response {
-        case .partsListed(let page, let next):
-            let all = found + page
-            if let next, pages + 1 < Self.listingPageLimit {
-                phase = .listing(found: all, pages: pages + 1)
-                return .listParts(url: upload.url, marker: next)
-            }
-            // The server's parts are the truth: a part we recorded that it does not list is sent
-            // again. A part it lists is kept if its size is the one the layout gives it and, when
-            // parts carry checksums, its checksum is known: listed by the server, or recorded
-            // with the same ETag, or (a part whose answer was lost: no server measured lists
-            // checksums, and completion must name them) read back from the file, when the
-            // part's ETag is the MD5 of those bytes.
-            var reconciled: [Int: UploadPart] = [:]
-            var unknown: [UploadPart] = []
-            for part in all where (1...settings.partCount).contains(part.number)
-                && part.size == Int64(settings.range(ofPart: part.number).count) {
-                var part = part
-                if let recorded = parts[part.number], S3ETag.same(recorded.etag, part.etag) {
-                    part.checksum = part.checksum ?? recorded.checksum
-                }
-                if settings.checksum != nil && part.checksum == nil {
-                    if S3ETag.md5(part.etag) != nil { unknown.append(part) }
-                    continue
-                }
-                reconciled[part.number] = part
-            }
-            return checkParts(unknown.sorted { $0.number < $1.number }, kept: reconciled)
-        case .error(let error) where error.code == "NoSuchUpload":
-            return uploadLost()
-        default:
-            return finishOther(response, during: "listing the parts the server has")
-        }
-    }
-
     /// The answer to PutObject.
     public mutating func stored(_ response: Response) -> Action {
         guard case .putting = phase else { preconditionFailure("stored() outside PutObject") }
@@ -256,6 +218,7 @@ public struct S3UploadMachine: Sendable {
             if let etag, S3ETag.md5(etag) != nil {
                 // Some servers (rclone serve s3) give an assembled object the MD5 of its content.
                 phase = .checkingObject(etag: etag)
+                notices.append(.readingBack(part: nil))
                 return .digest(offset: 0, length: settings.length, withChecksum: false)
             }
             notices.append(.lost)
@@ -367,6 +330,10 @@ public struct S3UploadMachine: Sendable {
 
     mutating func finishOther(_ response: Response, during: String) -> Action {
         switch response {
+        case .error(let error) where error.code == nil && (200..<300).contains(error.status):
+            // A 2xx whose document did not come whole (cut after its head), or a server that is
+            // not S3: not a failure to put the file aside for; the next attempt asks again.
+            return finish(.noAnswer("the answer (HTTP \(error.status)) \(during) was not the document S3 sends: cut short, or url is not an S3 endpoint"))
         case .error(let error):
             return finish(.answered(error.answer(during: during)))
         case .failed(let message):

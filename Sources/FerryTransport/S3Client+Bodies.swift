@@ -57,31 +57,39 @@ extension S3Client {
 
     /// A range's MD5 and, with `algorithm`, its checksum, read in one blocking call from the version
     /// queued: what the machine compares with a part's or an object's ETag whose answer was lost.
+    /// Cancellable between pieces: it may read a whole file.
     static func digest(_ source: SourceFile, _ range: Range<Int64>, _ algorithm: S3ChecksumAlgorithm?) async -> S3UploadMachine.Response {
+        let flag = CancellationFlag()
         do {
-            return try await NIOThreadPool.singleton.runIfActive {
-                guard source.isUnchanged else { throw SourceReadError.changed }
-                var md5 = Insecure.MD5()
-                var crc32c = CRC32C()
-                var sha256 = SHA256()
-                try source.read(range) { piece in
-                    md5.update(bufferPointer: piece)
-                    switch algorithm {
-                    case .crc32c?: crc32c.update(bufferPointer: piece)
-                    case .sha256?: sha256.update(bufferPointer: piece)
-                    case nil: break
+            return try await withTaskCancellationHandler {
+                try await NIOThreadPool.singleton.runIfActive {
+                    guard source.isUnchanged else { throw SourceReadError.changed }
+                    var md5 = Insecure.MD5()
+                    var crc32c = CRC32C()
+                    var sha256 = SHA256()
+                    try source.read(range, isCancelled: { flag.isCancelled }) { piece in
+                        md5.update(bufferPointer: piece)
+                        switch algorithm {
+                        case .crc32c?: crc32c.update(bufferPointer: piece)
+                        case .sha256?: sha256.update(bufferPointer: piece)
+                        case nil: break
+                        }
                     }
+                    guard source.isUnchanged else { throw SourceReadError.changed }
+                    let checksum: String? = switch algorithm {
+                    case .crc32c?: crc32c.finalize().base64
+                    case .sha256?: Data(sha256.finalize()).base64EncodedString()
+                    case nil: nil
+                    }
+                    return .digested(md5: md5.finalize().hex, checksum: checksum)
                 }
-                guard source.isUnchanged else { throw SourceReadError.changed }
-                let checksum: String? = switch algorithm {
-                case .crc32c?: crc32c.finalize().base64
-                case .sha256?: Data(sha256.finalize()).base64EncodedString()
-                case nil: nil
-                }
-                return .digested(md5: md5.finalize().hex, checksum: checksum)
+            } onCancel: {
+                flag.cancel()
             }
         } catch SourceReadError.changed {
             return .sourceChanged
+        } catch SourceReadError.cancelled {
+            return .cancelled
         } catch {
             return .failed("cannot read the file back: \(error)")
         }

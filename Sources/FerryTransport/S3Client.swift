@@ -264,6 +264,10 @@ public final class S3Client: Sendable {
         let result = await send(transfer, method: "HEAD", url: transfer.object.url, headers: [], logger: logger)
         switch result.outcome {
         case .answer(let status, let headers, _) where (200..<300).contains(status):
+            // An object of another length is not ours, whatever its ETag: no read-back for it.
+            if let length = HTTPHeaders.value("Content-Length", in: headers).flatMap(Int64.init), length != transfer.settings.length {
+                return .object(etag: nil, checksum: nil)
+            }
             return .object(etag: HTTPHeaders.value("ETag", in: headers), checksum: nil)
         case .answer(404, _, _):
             return .noObject
@@ -357,6 +361,10 @@ public final class S3Client: Sendable {
         case .partRejected(let number, let code):
             logger.warning("the server refused a part's checksum; sending it again", metadata: ["part": "\(number)", "code": "\(code)"])
         case .completedEarlier: logger.info("the object was completed by an earlier request whose answer was lost")
+        case .readingBack(let part?):
+            logger.info("reading a part back to compare with the one the server holds", metadata: ["part": "\(part)"])
+        case .readingBack(nil):
+            logger.info("reading the file back to compare with the object the server holds")
         case .partsRecognised(let count):
             logger.info("the server holds parts whose answers were lost; they are not sent again", metadata: ["parts": "\(count)"])
         case .checksumMismatch(let expected, let got):

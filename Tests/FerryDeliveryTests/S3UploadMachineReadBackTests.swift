@@ -33,10 +33,10 @@ struct S3UploadMachineReadBackTests {
               listedETag: "ABCDEF0123456789ABCDEF0123456789", readBack: .digested(md5: "abcdef0123456789abcdef0123456789", checksum: "CCCCCC=="),
               requests: ["list", "read 5..<10 MiB", "part 3", "complete [1, 2, 3]"],
               kept: UploadPart(number: 2, size: 5 * mib, etag: "ABCDEF0123456789ABCDEF0123456789", checksum: "CCCCCC==")),
-        .init(name: "another MD5 (bytes that are not the file's): sent again",
+        .init(name: "another MD5, or an ETag that only looks like one (SSE-KMS, SSE-C): sent again",
               listedETag: "\"\(md5Of2)\"", readBack: .digested(md5: String(repeating: "3", count: 32), checksum: "CCCCCC=="),
               requests: ["list", "read 5..<10 MiB", "part 2", "part 3", "complete [1, 2, 3]"], kept: nil),
-        .init(name: "an ETag that is no MD5 (SSE-KMS): not read back, sent again",
+        .init(name: "an ETag that is not 32 hex digits: not read back, sent again",
               listedETag: "\"kms-5f2c\"", readBack: .failed("not asked"),
               requests: ["list", "part 2", "part 3", "complete [1, 2, 3]"], kept: nil),
     ]
@@ -75,6 +75,37 @@ struct S3UploadMachineReadBackTests {
             #expect(Machine.requests(actions) == ["list", "read 5..<10 MiB"])
             #expect(Machine.report(actions) == expected)
         }
+    }
+
+    @Test("a listing that repeats a part, or a page, reads each unknown part back once")
+    func repeatedListing() {
+        let known = ResumableUpload(url: Machine.url, offset: 0, endpointKey: "E")
+        let twice = Array(repeating: Machine.part(2, checksum: nil), count: 50)
+        let (actions, _) = Machine.run(Machine.threeParts, known: known, parts: []) { action, step in
+            switch action {
+            // A server that ignores the marker: the same page, truncated, every time.
+            case .listParts: .partsListed(twice + [Machine.part(1)], next: 2)
+            case .digest: .digested(md5: Self.md5Of2, checksum: "DDDDDD==")
+            default: Machine.happy(action, step)
+            }
+        }
+        #expect(Machine.requests(actions).filter { $0.hasPrefix("read") } == ["read 5..<10 MiB"])
+        #expect(Machine.requests(actions).suffix(2) == ["part 3", "complete [1, 2, 3]"])
+    }
+
+    @Test("more unknown parts than could have been in flight: only the first concurrencyLimit are read back")
+    func readBackLimit() {
+        let many = S3UploadMachine.Settings(length: 20 * 5 * Self.mib, partSize: 5 * Self.mib, multipartThreshold: 5 * Self.mib, endpointKey: "E")
+        let known = ResumableUpload(url: Machine.url, offset: 0, endpointKey: "E")
+        let listed = (1...20).map { UploadPart(number: $0, size: 5 * Self.mib, etag: "\"\(String(repeating: "a", count: 32))\"", checksum: nil) }
+        let (actions, _) = Machine.run(many, known: known, parts: []) { action, step in
+            switch action {
+            case .listParts: .partsListed(listed, next: nil)
+            case .digest: .digested(md5: String(repeating: "0", count: 32), checksum: "DDDDDD==")
+            default: Machine.happy(action, step)
+            }
+        }
+        #expect(Machine.requests(actions).filter { $0.hasPrefix("read") }.count == S3UploadMachine.concurrencyLimit)
     }
 
     @Test("two listed parts unknown: both read back, in order, then one recording of the listing")

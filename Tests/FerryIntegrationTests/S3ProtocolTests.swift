@@ -23,7 +23,7 @@ struct S3ProtocolTests {
         do {
             proxy = try await CutProxy(target: server.port, cutAt: cutAt, rate: rate, dropAnswer: dropAnswer, replacement: replacement.map { text in
                 let path = directory.url("replacement.http")
-                FileManager.default.createFile(atPath: path, contents: Data(text.utf8))
+                _ = FileManager.default.createFile(atPath: path, contents: Data(text.utf8))
                 return path
             }, logPath: directory.url("proxy.log"))
         } catch {

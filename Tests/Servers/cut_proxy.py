@@ -112,7 +112,15 @@ def pump(source, sink, upstream, pair):
                     pair[0].shutdown(socket.SHUT_RDWR)
                 except OSError:
                     pass
-                cut(pair)
+                if replacement is None:
+                    cut(pair)
+                else:
+                    # An answer of its own, then an orderly close, as a load balancer's.
+                    for sock in pair:
+                        try:
+                            sock.close()
+                        except OSError:
+                            pass
                 return
             sink.sendall(data)
     except OSError:
