@@ -20,9 +20,9 @@ public final class RawControlSocket: @unchecked Sendable {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
         }
         guard result == 0 else {
-            let message = String(cString: strerror(errno))
-            close(descriptor)
-            throw TestFailure("connect \(path): \(message)")
+            // Not closed here: the instance is whole, so deinit runs and closes it (closing it
+            // twice could close a descriptor another thread has opened since, under the same number).
+            throw TestFailure("connect \(path): \(String(cString: strerror(errno)))")
         }
     }
 
