@@ -122,26 +122,14 @@ public func runFerryctl(
 /// stdout and stderr to files, and returns its exit status (128 + N for signal N).
 ///
 /// It spawns and reaps the child itself (`posix_spawn`, `waitpid`) rather than through Foundation's
-/// `Process`, whose exit detection misses short-lived children while a child of the test has
-/// exec'd into another program (seen with `systemd-socket-activate` starting ferryd).
+/// `Process`. Foundation learns that a child ended when the child's end of a socket pair closes,
+/// then waits for it with a blocking `waitpid` on its one process-monitor thread; a child that
+/// closes inherited descriptors and lives on (`systemd-socket-activate` before it execs ferryd)
+/// holds that thread until it exits, and every other child's end with it.
 public func runToCompletion(
     _ command: [String], environment: [String: String], stdoutPath: String, stderrPath: String, timeout: Duration
 ) async throws -> Int32 {
-    var actions = posix_spawn_file_actions_t()
-    posix_spawn_file_actions_init(&actions)
-    defer { posix_spawn_file_actions_destroy(&actions) }
-    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-    posix_spawn_file_actions_addopen(&actions, 1, stdoutPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-    posix_spawn_file_actions_addopen(&actions, 2, stderrPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-    let argv = command.map { strdup($0) } + [nil]
-    let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
-    defer {
-        for pointer in argv { free(pointer) }
-        for pointer in envp { free(pointer) }
-    }
-    var pid: pid_t = 0
-    let spawned = posix_spawn(&pid, command[0], &actions, nil, argv, envp)
-    guard spawned == 0 else { throw TestFailure("cannot run \(command[0]): \(String(cString: strerror(spawned)))") }
+    let pid = try spawn(command, environment: environment, stdoutPath: stdoutPath, stderrPath: stderrPath)
     var status: Int32 = 0
     do {
         try await waitUntil("\(command.joined(separator: " ")) to exit", timeout: timeout) {
@@ -152,6 +140,33 @@ public func runToCompletion(
         waitpid(pid, &status, 0)
         throw error
     }
+    return exitStatus(status)
+}
+
+/// Starts `command` (an absolute executable path, then its arguments) with stdin from /dev/null and
+/// stdout and stderr to files (`environment`: the whole environment; `nil`: this process's); the
+/// caller reaps it with `waitpid`.
+public func spawn(_ command: [String], environment: [String: String]?, stdoutPath: String, stderrPath: String) throws -> pid_t {
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+    posix_spawn_file_actions_addopen(&actions, 1, stdoutPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+    posix_spawn_file_actions_addopen(&actions, 2, stderrPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+    let argv = command.map { strdup($0) } + [nil]
+    let envp = environment.map { $0.map { strdup("\($0.key)=\($0.value)") } + [nil] }
+    defer {
+        for pointer in argv { free(pointer) }
+        for pointer in envp ?? [] { free(pointer) }
+    }
+    var pid: pid_t = 0
+    let spawned = envp.map { posix_spawn(&pid, command[0], &actions, nil, argv, $0) } ?? posix_spawn(&pid, command[0], &actions, nil, argv, environ)
+    guard spawned == 0 else { throw TestFailure("cannot run \(command[0]): \(String(cString: strerror(spawned)))") }
+    return pid
+}
+
+/// A `waitpid` status as an exit status (128 + N for signal N).
+public func exitStatus(_ status: Int32) -> Int32 {
     let signal = status & 0x7F
     return signal == 0 ? (status >> 8) & 0xFF : 128 + signal
 }

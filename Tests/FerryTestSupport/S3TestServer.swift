@@ -138,32 +138,21 @@ public final class S3TestServer: @unchecked Sendable {
     }
 
     /// Runs `s3_server.py inspect …` and returns its exit status and output. Spawned and reaped
-    /// here (`posix_spawn`, `waitpid` of its own pid) rather than through Foundation's `Process`:
-    /// a full test run once hung with Foundation's process-monitor thread blocked in `waitpid` on
-    /// a live ferryd, and every later `waitUntilExit` behind it (see `runToCompletion`).
+    /// here (`spawn`, `waitpid` of its own pid) rather than through Foundation's `Process`: a
+    /// parallel test run hung in its `waitUntilExit` while Foundation's process-monitor thread
+    /// waited on the live ferryd of `systemd-socket-activate` (see `runToCompletion`).
     private func inspect(_ command: [String]) throws -> (Int32, String) {
         let (python, prefix) = Self.pythonArguments
         let arguments = [python] + prefix + [Self.script, "inspect", "--endpoint", endpoint, "--access-key", Self.accessKey,
                                              "--secret-key", Self.secretKey, "--bucket", Self.bucket] + command
         let scratch = try TemporaryDirectory("ferry-s3-inspect")
         let (stdoutPath, stderrPath) = (scratch.url("stdout"), scratch.url("stderr"))
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, stdoutPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-        posix_spawn_file_actions_addopen(&actions, 2, stderrPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-        let argv = arguments.map { strdup($0) } + [nil]
-        defer { for pointer in argv { free(pointer) } }
-        var pid: pid_t = 0
-        let spawned = posix_spawn(&pid, python, &actions, nil, argv, environ)
-        guard spawned == 0 else { throw TestFailure("cannot run \(python): \(String(cString: strerror(spawned)))") }
+        let pid = try spawn(arguments, environment: nil, stdoutPath: stdoutPath, stderrPath: stderrPath)
         var status: Int32 = 0
         while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
         let output = (try? String(contentsOfFile: stdoutPath, encoding: .utf8)) ?? ""
         let errors = (try? String(contentsOfFile: stderrPath, encoding: .utf8)) ?? ""
-        let signal = status & 0x7F
-        let exit = signal == 0 ? (status >> 8) & 0xFF : 128 + signal
+        let exit = exitStatus(status)
         return (exit, exit == 0 ? output : output + errors)
     }
 }
