@@ -68,7 +68,7 @@ struct JournalTests {
     /// Waits until journald has a record of ferryd's saying `message`.
     static func waitForRecord(_ journald: JournaldInstance, _ message: String, daemon: ChildProcess, stderrPath: String) async throws {
         try await waitUntil("ferryd's \"\(message)\" in the journal; its stderr:\n\((try? String(contentsOfFile: stderrPath, encoding: .utf8)) ?? "")") {
-            if !daemon.isRunning { throw TestFailure("ferryd exited (status \(daemon.process.terminationStatus))") }
+            if !daemon.isRunning { throw TestFailure("ferryd exited (status \(daemon.terminationStatus))") }
             return try await !journald.entries(["SYSLOG_IDENTIFIER=ferryd", "MESSAGE=\(message)"]).isEmpty
         }
     }

@@ -13,7 +13,7 @@ func runFerryd(_ arguments: [String], in directory: TemporaryDirectory) async th
     let child = try ChildProcess(executable: try BuiltProducts.path("ferryd"), arguments: arguments,
                                  logPath: directory.url("run-\(UUID().uuidString).log"))
     let status = try await child.waitForExit()
-    let out = String(decoding: child.process.standardOutput.flatMap { ($0 as? Pipe)?.fileHandleForReading.readDataToEndOfFile() } ?? Data(), as: UTF8.self)
+    let out = child.remainingStdout()
     return (status, out, child.log)
 }
 

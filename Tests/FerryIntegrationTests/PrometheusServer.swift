@@ -48,7 +48,7 @@ final class PrometheusServer: @unchecked Sendable {
         let port = port
         try await waitUntil("Prometheus to be ready on 127.0.0.1:\(port)\n--- its log ---\n\(child.log)") {
             guard child.isRunning else {
-                throw TestFailure("prometheus exited (status \(child.process.terminationStatus)) before it was ready:\n\(child.log)")
+                throw TestFailure("prometheus exited (status \(child.terminationStatus)) before it was ready:\n\(child.log)")
             }
             return (try? await Self.fetch(port: port, path: "/-/ready").status) == 200
         }

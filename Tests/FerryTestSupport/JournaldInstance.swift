@@ -50,7 +50,7 @@ public final class JournaldInstance: @unchecked Sendable {
         let instance = JournaldInstance(directory: directory, child: child)
         try await waitUntil("systemd-journald's socket at \(instance.socketPath)\n--- its output ---\n\(child.log)", timeout: .seconds(20)) {
             if !child.isRunning {
-                throw TestFailure("systemd-journald exited (status \(child.process.terminationStatus)):\n\(child.log)")
+                throw TestFailure("systemd-journald exited (status \(child.terminationStatus)):\n\(child.log)")
             }
             return fileExists(instance.socketPath)
         }
