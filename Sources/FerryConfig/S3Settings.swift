@@ -31,9 +31,9 @@ public struct S3Settings: Sendable, Equatable {
     public var checksum: Checksum
     /// `x-amz-storage-class`, if set.
     public var storageClass: String?
-    /// Parts in flight at once (`part_concurrency`, default 1). Each part in flight is what a cut
-    /// connection or a kill -9 may cost, so 1 bounds that to one part; more uses more connections
-    /// at once, for servers that are faster that way.
+    /// Parts written at once (`part_concurrency`, default 1; as many more may await their answers).
+    /// A part being written is what a cut connection or a kill -9 may cost, so 1 bounds that to one
+    /// part; more uses more connections at once, for servers that are faster that way.
     public var partConcurrency: Int
 
     /// S3's limits: parts per upload, and the smallest and largest part.

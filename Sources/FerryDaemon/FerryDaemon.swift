@@ -129,10 +129,15 @@ public final class FerryDaemon: Service, Sendable {
         }
     }
 
+    /// How long an upload a crash interrupted waits before it resumes: the kernel goes on sending
+    /// what the dead process's sockets held (a part written whole, awaiting its answer), and the
+    /// server then stores it, so the resumed upload finds it instead of sending it again.
+    static let interruptedUploadSettling = Duration.seconds(2)
+
     /// Uploads that were in flight go back to the queue; leftover bodies are removed.
     private func recover(_ store: JobStore, state: borrowing StateDirectory) async throws {
         notifier.status("recovering the queue")
-        let requeued = try await store.requeueInterrupted(now: Date())
+        let requeued = try await store.requeueInterrupted(now: Date(), settling: Self.interruptedUploadSettling)
         let orphans = state.removeOrphanedBodies()
         let partials = SpoolFiles.removeInterruptedMoves(in: configuration.spools.flatMap { [$0.sentDirectory, $0.failedDirectory] })
         if requeued > 0 || orphans > 0 || partials > 0 {

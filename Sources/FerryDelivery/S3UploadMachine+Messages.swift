@@ -17,7 +17,8 @@ extension S3UploadMachine {
         public var endpointKey: String?
         /// The checksum every part carries, which the object's composite checksum must match.
         public var checksum: S3ChecksumAlgorithm?
-        /// The most parts in flight at once (1 to ``S3UploadMachine/concurrencyLimit``).
+        /// The most parts' bodies being written at once (1 to ``S3UploadMachine/concurrencyLimit``);
+        /// up to twice as many parts may be waiting for their answers.
         public var partConcurrency: Int
         /// What is recorded before CreateMultipartUpload is sent
         /// (``FerryS3/S3ObjectAddress/creationMarker``), so that an upload whose creation's answer

@@ -10,10 +10,19 @@ extension S3UploadMachine {
         return continueSending()
     }
 
+    /// Part `number`'s body has been written whole (handed to the kernel): the next part may start
+    /// while this one waits for its answer. Ignored for a part already answered.
+    public mutating func partWritten(_ number: Int) -> Action {
+        guard case .sending = phase else { preconditionFailure("partWritten() outside sending") }
+        writing.remove(number)
+        return continueSending()
+    }
+
     /// The answer to UploadPart `number`.
     public mutating func storedPart(_ number: Int, _ response: Response) -> Action {
         guard case .sending = phase, let upload, inFlight.contains(number) else { preconditionFailure("storedPart() for a part not in flight") }
         inFlight.remove(number)
+        writing.remove(number)
         guard case .stored(let etag, let checksum) = response else {
             if heldFailure == nil { heldFailure = (number, response) }
             return continueSending()
@@ -27,7 +36,8 @@ extension S3UploadMachine {
     }
 
     /// What the sending phase does next: a held failure once nothing is in flight; else another
-    /// part if the window has room; else wait; else (every part confirmed) completion.
+    /// part if the window has room (fewer than `partConcurrency` bodies being written, and fewer
+    /// than twice that many parts unanswered); else wait; else (every part confirmed) completion.
     mutating func continueSending() -> Action {
         guard let upload else { preconditionFailure("sending without an upload") }
         phase = .sending
@@ -37,7 +47,7 @@ extension S3UploadMachine {
             return partFailed(held.number, held.response)
         }
         let concurrency = min(max(settings.partConcurrency, 1), Self.concurrencyLimit)
-        if inFlight.count < concurrency,
+        if writing.count < concurrency, inFlight.count < 2 * concurrency,
            let number = (1...settings.partCount).first(where: { parts[$0] == nil && !inFlight.contains($0) }) {
             if let action = countRequest() { return action }
             return sendPart(number)
@@ -69,6 +79,7 @@ extension S3UploadMachine {
         guard let upload else { preconditionFailure("a part without an upload") }
         let range = settings.range(ofPart: number)
         inFlight.insert(number)
+        writing.insert(number)
         phase = .sending
         return .uploadPart(url: upload.url, number: number, offset: range.lowerBound, length: Int64(range.count))
     }

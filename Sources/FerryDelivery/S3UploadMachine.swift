@@ -16,10 +16,13 @@ import Foundation
 ///       ├─ NoSuchUpload ──────────────────────┴─ (every part confirmed) headObject: ours? done : start over
 ///       └─ (a known marker: a crash lost the creation's answer) abandonUnrecorded: abort the key's uploads
 ///
-/// At most `partConcurrency` parts are in flight at once (1 by default: a part starts when the one
-/// before is answered and recorded). Each part in flight is what a cut or a kill -9 may cost, so
-/// with 1 that is at most one part. A failed part stops new parts; the parts in flight are answered
-/// (and recorded) before the failure is decided, as if it had come last.
+/// At most `partConcurrency` parts' bodies are being written at once (1 by default), and at most
+/// twice that many parts are unanswered: a part starts once the one before has been written whole
+/// (``partWritten(_:)``), while that one waits for its answer. A body being written is what a cut or
+/// a kill -9 may cost; a part written whole whose answer was lost is found by the next ListParts
+/// and kept once read back (its ETag is its MD5), so with 1 that is at most one part. A failed part
+/// stops new parts; the parts in flight are answered (and recorded) before the failure is decided,
+/// as if it had come last.
 ///
 /// Every loop the server can drive is bounded: creations, re-sent parts, listings, and requests in
 /// a row that confirm nothing new.
@@ -38,9 +41,10 @@ public struct S3UploadMachine: Sendable {
         /// `GET` the upload (ListParts) from after part `marker`; report with ``listed(_:)``.
         case listParts(url: String, marker: Int?)
         /// Start `PUT` part `number` (the file's `offset..<offset+length`), then call
-        /// ``partStarted()`` without waiting; report its answer with ``storedPart(_:_:)``.
+        /// ``partStarted()`` without waiting; report its body written whole with
+        /// ``partWritten(_:)`` and its answer with ``storedPart(_:_:)``.
         case uploadPart(url: String, number: Int, offset: Int64, length: Int64)
-        /// Nothing to start: wait for the answer of a part in flight.
+        /// Nothing to start: wait for a part in flight to be written whole or answered.
         case awaitPart
         /// `POST` the upload with the parts (CompleteMultipartUpload); report with ``completed(_:)``.
         case complete(url: String, parts: [UploadPart])
@@ -58,7 +62,7 @@ public struct S3UploadMachine: Sendable {
 
     /// Multipart uploads created in one attempt before it gives up (the server keeps losing them).
     public static let creationLimit = 3
-    /// The most parts in flight at once (`part_concurrency` is clamped to it).
+    /// The most parts' bodies written at once (`part_concurrency` is clamped to it).
     public static let concurrencyLimit = 8
     /// Times one part may be refused for its checksum (BadDigest) before the attempt gives up.
     public static let partRejectionLimit = 3
@@ -91,6 +95,8 @@ public struct S3UploadMachine: Sendable {
     var rejections: [Int: Int] = [:]
     /// Parts requested and not yet answered.
     var inFlight: Set<Int> = []
+    /// Parts in flight whose bodies are still being written.
+    var writing: Set<Int> = []
     /// The first part that failed while others were in flight, decided once they are answered.
     var heldFailure: (number: Int, response: Response)?
 

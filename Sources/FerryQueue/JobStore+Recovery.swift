@@ -3,17 +3,24 @@ import GRDB
 
 /// Picking up after a stop or a crash.
 extension JobStore {
-    /// After a restart, puts jobs that were `uploading` when the daemon stopped back in the queue,
-    /// due now, and returns how many there were. Their interrupted attempt is not counted.
-    public func requeueInterrupted(now: Date) async throws -> Int {
-        try await write { db in
+    /// After a restart, puts jobs that were `uploading` when the daemon stopped back in the queue
+    /// and returns how many there were. Their interrupted attempt is not counted. They are due now,
+    /// but those with a resumable upload on the server only after `settling`: what the dead
+    /// process's sockets still held (the kernel sends it after the process is gone) then has time
+    /// to reach the server, so the resumed upload finds it there instead of sending it again.
+    public func requeueInterrupted(now: Date, settling: Duration = .zero) async throws -> Int {
+        let settled = now.addingTimeInterval(Double(settling.components.seconds) + Double(settling.components.attoseconds) / 1e18)
+        return try await write { db in
             try db.execute(sql: """
                 INSERT INTO event (at, job_seq, kind, state, message)
                 SELECT ?, seq, 'requeued', 'queued', 'the daemon stopped during the upload' FROM job WHERE state = 'uploading'
                 """, arguments: [now.timeIntervalSince1970])
             try db.execute(
-                sql: "UPDATE job SET state = 'queued', next_attempt_at = ?, updated_at = ? WHERE state = 'uploading'",
-                arguments: [now.timeIntervalSince1970, now.timeIntervalSince1970])
+                sql: """
+                    UPDATE job SET state = 'queued', next_attempt_at = CASE WHEN upload_url IS NULL THEN ? ELSE ? END, updated_at = ?
+                    WHERE state = 'uploading'
+                    """,
+                arguments: [now.timeIntervalSince1970, settled.timeIntervalSince1970, now.timeIntervalSince1970])
             return db.changesCount
         }
     }

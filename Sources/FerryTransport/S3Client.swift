@@ -83,7 +83,7 @@ public final class S3Client: Sendable {
             let inFlight = S3PartsInFlight(confirmed: machine.confirmedBytes, report: progress)
             let checksums = PartChecksums<PartChecksum, ChecksumFailure>(confirmed: transfer.knownParts.map(\.number))
             defer { inFlight.finish() }
-            var answers = inFlight.answers.makeAsyncIterator()
+            var events = inFlight.events.makeAsyncIterator()
             var action = machine.start()
             var bytesSent: Int64 = 0
             var versionID: String?
@@ -95,7 +95,9 @@ public final class S3Client: Sendable {
                     parts.cancelAll()
                     try? await parts.waitForAll()
                     inFlight.finish()
-                    while let answer = await answers.next() { bytesSent += answer.bytesSent }
+                    while let event = await events.next() {
+                        if case .answered(_, _, let sent) = event { bytesSent += sent }
+                    }
                     return S3TransferResult(
                         report: report, bytesSent: bytesSent, upload: machine.upload, progressed: machine.progressed,
                         etag: machine.objectETag, versionID: versionID)
@@ -117,16 +119,19 @@ public final class S3Client: Sendable {
                         async let ahead: Void = self.checksumAhead(transfer, part: number + 1, into: checksums)
                         let (response, sent) = await self.uploadPart(
                             transfer, url: url, number: number, range: offset..<(offset + length), checksums: checksums, logger: logger,
-                            progress: { inFlight.progressed(number, count: $0) })
+                            progress: { inFlight.progressed(number, count: $0, of: length) })
                         inFlight.answered(number, response: response, bytesSent: sent)
                         await ahead
                     }
                     action = machine.partStarted()
                 case .awaitPart:
-                    if let answer = await answers.next() {
-                        bytesSent += answer.bytesSent
-                        action = machine.storedPart(answer.number, answer.response)
-                    } else {
+                    switch await events.next() {
+                    case .written(let number)?:
+                        action = machine.partWritten(number)
+                    case .answered(let number, let response, let sent)?:
+                        bytesSent += sent
+                        action = machine.storedPart(number, response)
+                    case nil:
                         action = machine.cancel()
                     }
                 case .complete(let url, let parts):

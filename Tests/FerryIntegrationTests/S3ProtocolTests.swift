@@ -77,13 +77,14 @@ struct S3ProtocolTests {
             let sent = try proxy.stats().upstreamBytes
             print("s3 \(kind): 64 MiB in 8 parts: \(sent) bytes on the wire for \(size)")
             #expect(sent < size + 256 * 1024)
-            #expect(try proxy.stats().mostInFlight == 1, "one part at a time by default")
+            #expect(try proxy.stats().mostInFlight <= 2, "by default one part written at a time, and the one before awaiting its answer")
             // Ten requests (create, eight parts, complete) on kept-alive connections: one for the
-            // bodies from memory, one per event loop for the parts sent from the file. (moto's
-            // server closes every connection after its answer.)
+            // bodies from memory, and for the parts sent from the file two per event loop at most
+            // (a part written while the one before awaits its answer). (moto's server closes every
+            // connection after its answer.)
             let connections = try proxy.stats().connections
             print("s3 \(kind): \(connections) connections for 10 requests")
-            #expect(kind == .moto || connections <= 1 + ProcessInfo.processInfo.activeProcessorCount, "\(connections) connections for 10 requests")
+            #expect(kind == .moto || connections <= 1 + 2 * ProcessInfo.processInfo.activeProcessorCount, "\(connections) connections for 10 requests")
             let job = try #require(done.first)
             let answer = String(decoding: job.responseBody ?? [], as: UTF8.self)
             #expect(answer.contains("\"key\":\"incoming/clip.mp4\""), "the kept answer names the object: \(answer)")
@@ -92,7 +93,7 @@ struct S3ProtocolTests {
         }
     }
 
-    @Test("part_concurrency = 4: four parts in flight at once, and the object is whole", arguments: S3TestServer.Kind.allCases)
+    @Test("part_concurrency = 4: four parts written at once, and the object is whole", arguments: S3TestServer.Kind.allCases)
     func concurrentParts(_ kind: S3TestServer.Kind) async throws {
         let size = 64 * Self.mib + 4_321
         // Held to 16 MiB/s a connection, so parts overlap whatever the machine's speed.
@@ -106,7 +107,7 @@ struct S3ProtocolTests {
             #expect(try server.openUploads().isEmpty)
             let stats = try proxy.stats()
             print("s3 \(kind): part_concurrency 4: at most \(stats.mostInFlight) requests in flight, \(stats.upstreamBytes) bytes for \(size)")
-            #expect(stats.mostInFlight == 4, "four parts in flight at once, never more")
+            #expect((4...8).contains(stats.mostInFlight), "four parts written at once, and no more than four more awaiting their answers")
             #expect(stats.upstreamBytes < size + 256 * 1024, "each part sent once")
             #expect(done.first?.attempts == 1)
         }

@@ -148,6 +148,24 @@ struct JobStoreTests {
         #expect(jobs.allSatisfy { $0.state == .queued && $0.attempts == 0 })
     }
 
+    @Test("After a crash, an upload the server holds part of resumes only once what the dead process's sockets held has settled")
+    func recoverySettling() async throws {
+        let queue = try TestQueue()
+        _ = try await queue.store.enqueue([file("a", inode: 1), file("b", inode: 2)], now: Date(), makeBoundary: boundary)
+        let claimed = try await queue.store.claimDue(now: Date(), limit: 2)
+        let resumable = try #require(claimed.first { $0.displayPath == "a" })
+        try await queue.store.recordUpload(resumable, ResumableUpload(url: "http://s3.test/b/a?uploadId=U", offset: 8), now: Date())
+        try queue.store.close()
+        let reopened = try JobStore(path: queue.path)
+        defer { try? reopened.close() }
+        let now = Date()
+        #expect(try await reopened.requeueInterrupted(now: now, settling: .milliseconds(2_500)) == 2)
+        var due: [String: TimeInterval] = [:]
+        for job in try await reopened.jobs() { due[job.displayPath] = job.nextAttemptAt?.timeIntervalSince(now) }
+        #expect(abs((due["a"] ?? 0) - 2.5) < 0.001, "\(due)")
+        #expect(abs(due["b"] ?? 1) < 0.001, "a job with no upload on the server is due at once: \(due)")
+    }
+
     @Test("A file dropped again after its job deleted it is a new job, even with the same inode")
     func redropAfterDelete() async throws {
         let queue = try TestQueue()
