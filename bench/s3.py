@@ -12,7 +12,8 @@ multipart transfer manager: 8 MiB parts, 10 threads) on the same local S3 server
   python3 bench/s3.py --server seaweedfs    # or moto
   python3 bench/s3.py --bin DIR --runs 5    # ferryd and ferryctl from DIR
   python3 bench/s3.py --smoke               # 32 MiB and 100 files, one run
-  python3 bench/s3.py --part-concurrency 4  # ferryd with four parts in flight (default: its own, 1)
+  python3 bench/s3.py --part-concurrency 4  # ferryd writing four parts at once (default: its own, 1)
+  python3 bench/s3.py --spool-option 'checksum = "none"'   # any other line for ferryd's spool
 
 The server is started by Tests/Servers/s3_server.py (installed by scripts/install-deps.sh --test);
 it runs on the same two cores, so both clients share the machine with it. Medians are reported;
@@ -41,6 +42,7 @@ def start_server(kind, work):
 
 AWS_CPU = []  # CPU seconds of each `aws` run, in order
 PART_CONCURRENCY = None  # --part-concurrency: ferryd's part_concurrency, when set
+SPOOL_OPTIONS = []  # --spool-option: more lines for ferryd's [[spool]]
 
 
 def start_ferryd(bin_dir, work, endpoint, tag):
@@ -62,7 +64,8 @@ key = "{tag}/{{relative_path}}"
 access_key_id = "{AK}"
 secret_access_key = "${{env:FERRY_BENCH_SECRET}}"
 settle = "0s"
-''' + (f"part_concurrency = {PART_CONCURRENCY}\n" if PART_CONCURRENCY else ""))
+''' + (f"part_concurrency = {PART_CONCURRENCY}\n" if PART_CONCURRENCY else "")
+            + "".join(line + "\n" for line in SPOOL_OPTIONS))
     env = dict(os.environ, FERRY_BENCH_SECRET=SK)
     process = subprocess.Popen([os.path.join(bin_dir, "ferryd"), "--config", config], env=env,
                                stderr=open(os.path.join(work, f"ferryd-{tag}.log"), "w"))
@@ -180,9 +183,12 @@ def main():
     parser.add_argument("--smoke", action="store_true")
     parser.add_argument("--out", help="also write results.json here")
     parser.add_argument("--part-concurrency", type=int, help="ferryd's part_concurrency (default: ferryd's own)")
+    parser.add_argument("--spool-option", action="append", default=[], metavar="LINE",
+                        help="a TOML line for ferryd's spool, such as 'checksum = \"none\"' (repeatable)")
     args = parser.parse_args()
     global PART_CONCURRENCY
     PART_CONCURRENCY = args.part_concurrency
+    SPOOL_OPTIONS[:] = args.spool_option
     large = (32 if args.smoke else 1024) << 20
     small_count = 100 if args.smoke else 1000
     runs = 1 if args.smoke else args.runs
