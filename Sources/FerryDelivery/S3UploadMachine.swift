@@ -250,10 +250,13 @@ public struct S3UploadMachine: Sendable {
     // MARK: Steps
 
     /// Whether an answer to ListMultipartUploads or AbortMultipartUpload says the key will never be
-    /// allowed to (403, 405, 501), rather than not now.
+    /// allowed to (403, 405, 501), rather than not now. `SignatureDoesNotMatch` counts: the
+    /// creation that follows is signed with the same keys and says so if they are wrong, while a
+    /// server may refuse only the listing's signature (moto does for a prefix holding `/`,
+    /// botocore's own request too). A skewed clock ends the attempt: it is no one request's fault.
     static func refusesListingForGood(_ error: S3ErrorAnswer) -> Bool {
         [403, 405, 501].contains(error.status) && !S3ErrorAnswer.retryableCodes.contains(error.code ?? "")
-            && error.code != "RequestTimeTooSkewed" && error.code != "SignatureDoesNotMatch"
+            && error.code != "RequestTimeTooSkewed"
     }
 
     /// Records the creation marker, then creates.

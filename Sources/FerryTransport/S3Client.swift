@@ -377,9 +377,12 @@ public final class S3Client: Sendable {
         case .abandoned(let count):
             logger.notice("aborted the multipart upload a crash left before its creation was recorded", metadata: ["uploads": "\(count)"])
         case .notAbandoned(let code):
+            let advice = code == "SignatureDoesNotMatch"
+                ? "the server refused the listing's signature (some servers mis-read a key with / in a query)"
+                : "allow s3:ListBucketMultipartUploads"
             logger.warning("""
                 could not list the multipart uploads to abort one a crash may have left; it stays until a lifecycle rule \
-                removes it (allow s3:ListBucketMultipartUploads)
+                removes it (\(advice))
                 """, metadata: ["code": "\(code)"])
         }
     }
