@@ -9,59 +9,18 @@ import Testing
 @Suite("S3 upload machine: parts in flight")
 struct S3UploadMachinePartsTests {
     static let mib: Int64 = 1 << 20
-    static let url = "http://s3.test/b/k?uploadId=U1"
 
-    /// What one run did: the requests, the records, the report, and the most parts in flight
-    /// (started, not answered) at once.
-    struct Trace {
-        var requests: [String] = []
-        var recordedParts: [Int] = []
-        var report: AttemptReport?
-        var mostInFlight = 0
-    }
-
-    /// Drives the machine; `pick` chooses which part in flight is answered next (an index into
+    /// Drives the machine with answers only (no part reported written whole, so a part starts only
+    /// when one is answered); `pick` chooses which part in flight is answered next (an index into
     /// them, in the order they started); `answer` gives each part's answer.
     static func run(
         _ settings: S3UploadMachine.Settings, pick: ([Int]) -> Int,
         answer: (Int) -> S3UploadMachine.Response = { .stored(etag: "\"\(String(repeating: String($0 % 10), count: 32))\"", checksum: nil) }
-    ) -> Trace {
-        var machine = S3UploadMachine(settings: settings, known: nil, parts: [])
-        var trace = Trace()
-        var inFlight: [Int] = []
-        var action = machine.start()
-        for _ in 0..<2_000 {
-            switch action {
-            case .finish(let report):
-                trace.report = report
-                return trace
-            case .create:
-                trace.requests.append("create")
-                action = machine.created(.uploadCreated(url: url))
-            case .record(let record):
-                if case .part(let part, _, let confirmed) = record {
-                    trace.recordedParts.append(part.number)
-                    #expect(confirmed == trace.recordedParts.count, "the count of confirmed parts, whatever their order")
-                }
-                action = machine.recorded()
-            case .uploadPart(_, let number, _, _):
-                trace.requests.append("part \(number)")
-                inFlight.append(number)
-                trace.mostInFlight = max(trace.mostInFlight, inFlight.count)
-                action = machine.partStarted()
-            case .awaitPart:
-                let number = inFlight.remove(at: pick(inFlight))
-                action = machine.storedPart(number, answer(number))
-            case .complete(_, let parts):
-                trace.requests.append("complete \(parts.map(\.number))")
-                action = machine.completed(.object(etag: "\"x\"", checksum: nil))
-            case .putObject, .listParts, .headObject, .abandonUnrecorded, .digest:
-                Issue.record("unexpected \(action)")
-                return trace
-            }
-        }
-        Issue.record("the machine did not finish")
-        return trace
+    ) -> S3PartsScript.Trace {
+        S3PartsScript.run(settings, choose: { possible in
+            let answers = possible.compactMap { event -> Int? in if case .answered(let number) = event { number } else { nil } }
+            return possible.firstIndex(of: .answered(answers[pick(answers)]))!
+        }, answer: answer)
     }
 
     static func settings(parts: Int, concurrency: Int) -> S3UploadMachine.Settings {
@@ -83,21 +42,6 @@ struct S3UploadMachinePartsTests {
         #expect(trace.mostInFlight == 3)
         #expect(trace.requests == ["create", "part 1", "part 2", "part 3", "part 4", "part 5", "part 6", "complete [1, 2, 3, 4, 5, 6]"])
         #expect(Self.run(Self.settings(parts: 20, concurrency: 50)) { _ in 0 }.mostInFlight == S3UploadMachine.concurrencyLimit, "clamped")
-    }
-
-    @Test("whatever order the answers come in: within the window, every part once, then completion",
-          arguments: [1, 2, 3, 8])
-    func anyOrder(_ concurrency: Int) {
-        for seed in UInt64(0)..<60 {
-            var random = SplitMix64(seed: seed)
-            let parts = 1 + Int(seed % 12)
-            let trace = Self.run(Self.settings(parts: parts, concurrency: concurrency)) { inFlight in Int.random(in: 0..<inFlight.count, using: &random) }
-            #expect(trace.mostInFlight <= concurrency, "seed \(seed)")
-            #expect(trace.requests.filter { $0.hasPrefix("part ") }.count == parts, "each part sent once (seed \(seed))")
-            #expect(trace.requests.last == "complete \(Array(1...parts))", "seed \(seed)")
-            #expect(trace.recordedParts.sorted() == Array(1...parts), "seed \(seed)")
-            #expect(trace.report == .answered(ServerAnswer(status: 200)), "seed \(seed)")
-        }
     }
 
     @Test("a failed part stops new parts; those in flight are answered and recorded before the failure is decided")
