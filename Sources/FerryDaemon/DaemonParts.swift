@@ -20,7 +20,7 @@ struct DaemonParts: Sendable {
 
     static func assemble(
         configuration: FerryConfiguration, state: borrowing StateDirectory, store: JobStore, uploaders: UploaderPool,
-        notifier: SystemdNotifier, logger: Logger
+        notifier: SystemdNotifier, uploadsSettled: ContinuousClock.Instant? = nil, logger: Logger
     ) async throws -> DaemonParts {
         let io = BlockingIO(threads: configuration.maxConcurrentUploads)
         let senders = SenderParts(store: store, bodies: BodyBuilder(directory: state.bodiesPath), io: io)
@@ -43,7 +43,7 @@ struct DaemonParts: Sendable {
         })
         let pipeline = JobPipeline(
             records: OutcomeRecorder(store: store, logger: logger), runtime: runtime, activity: activity, followUps: followUps, io: io,
-            metrics: metrics, logger: logger)
+            metrics: metrics, uploadsSettled: uploadsSettled, logger: logger)
         let paused = (try? await store.pausedSpools()) ?? []
         if !paused.isEmpty {
             logger.notice("uploads are paused (ferryctl resume to continue)", metadata: ["spools": "\(paused.sorted().joined(separator: ","))"])

@@ -46,12 +46,13 @@ public final class FerryDaemon: Service, Sendable {
         }
         defer { try? store.close() }
         state.protectDatabase()
-        try await recover(store, state: state)
+        let uploadsSettled = try await recover(store, state: state)
 
         let uploaders = UploaderPool()
         defer { uploaders.shutdown() }
         let parts = try await DaemonParts.assemble(
-            configuration: configuration, state: state, store: store, uploaders: uploaders, notifier: notifier, logger: logger)
+            configuration: configuration, state: state, store: store, uploaders: uploaders, notifier: notifier,
+            uploadsSettled: uploadsSettled, logger: logger)
         scheduler.withLock { $0 = parts.scheduler }
         // `metrics_listen`: bound before the control socket, so a port in use stops start-up leaving nothing behind.
         let metricsServer = try await MetricsServer.bind(
@@ -129,15 +130,18 @@ public final class FerryDaemon: Service, Sendable {
         }
     }
 
-    /// How long an upload a crash interrupted waits before it resumes: the kernel goes on sending
-    /// what the dead process's sockets held (a part written whole, awaiting its answer), and the
-    /// server then stores it, so the resumed upload finds it instead of sending it again.
+    /// How long after the start an upload a crash interrupted waits before it resumes: the kernel
+    /// goes on sending what the dead process's sockets held (a part written whole, awaiting its
+    /// answer), and the server then stores it, so the resumed upload finds it instead of sending
+    /// it again. Best effort: a slow link may need longer.
     static let interruptedUploadSettling = Duration.seconds(2)
 
-    /// Uploads that were in flight go back to the queue; leftover bodies are removed.
-    private func recover(_ store: JobStore, state: borrowing StateDirectory) async throws {
+    /// Uploads that were in flight go back to the queue; leftover bodies are removed. Returns when
+    /// jobs with an upload on the server may resume (`nil`: none was interrupted).
+    private func recover(_ store: JobStore, state: borrowing StateDirectory) async throws -> ContinuousClock.Instant? {
         notifier.status("recovering the queue")
-        let requeued = try await store.requeueInterrupted(now: Date(), settling: Self.interruptedUploadSettling)
+        let (requeued, withUpload) = try await store.requeueInterrupted(now: Date())
+        let settled = withUpload > 0 ? ContinuousClock.now + Self.interruptedUploadSettling : nil
         let orphans = state.removeOrphanedBodies()
         let partials = SpoolFiles.removeInterruptedMoves(in: configuration.spools.flatMap { [$0.sentDirectory, $0.failedDirectory] })
         if requeued > 0 || orphans > 0 || partials > 0 {
@@ -145,6 +149,7 @@ public final class FerryDaemon: Service, Sendable {
                 "requeued_uploads": "\(requeued)", "removed_bodies": "\(orphans)", "removed_partial_moves": "\(partials)",
             ])
         }
+        return settled
     }
 
     /// Runs each watcher handed over `starts` until the stream ends.

@@ -30,12 +30,16 @@ final class JobPipeline: Sendable {
     let io: BlockingIO
     /// Counts attempts by outcome, their bytes and durations.
     let metrics: DaemonMetrics
+    /// Until when a job with an upload on the server waits before it sends, after a crash
+    /// interrupted such uploads (``FerryDaemon``'s settling): the dead process's last bytes land first.
+    let uploadsSettled: ContinuousClock.Instant?
     let logger: Logger
 
     init(
         records: OutcomeRecorder, runtime: DaemonRuntime, activity: ActiveJobs, followUps: JobFollowUps, io: BlockingIO,
-        metrics: DaemonMetrics, logger: Logger
+        metrics: DaemonMetrics, uploadsSettled: ContinuousClock.Instant? = nil, logger: Logger
     ) {
+        self.uploadsSettled = uploadsSettled
         self.records = records
         self.runtime = runtime
         self.activity = activity
@@ -75,10 +79,14 @@ final class JobPipeline: Sendable {
     }
 
     /// Sends once `enter` let the job have a slot; a job refused one (stopped, shut down, its spool
-    /// held) is stopped before sending.
-    private func sendOnceEntered(_ enter: () async throws -> Void, _ send: () async throws -> SendResult) async throws -> SendResult {
+    /// held) is stopped before sending. A job with an upload on the server waits, in its slot (so
+    /// it keeps its place in line), until ``uploadsSettled``.
+    private func sendOnceEntered(_ job: Job, _ enter: () async throws -> Void, _ send: () async throws -> SendResult) async throws -> SendResult {
         do {
             try await enter()
+            if job.upload != nil, let settled = uploadsSettled, settled > .now {
+                try await Task.sleep(until: settled)
+            }
         } catch {
             return SendResult(report: .stopped, requested: false)
         }
@@ -102,12 +110,12 @@ final class JobPipeline: Sendable {
         case .source(let source, _):
             // 2. Send, once a slot is free.
             defer { source.close() }
-            result = try await sendOnceEntered(enter) {
+            result = try await sendOnceEntered(job, enter) {
                 try await spool.sender.send(job, from: source, tracker: UploadTracker(activity: activity, job: job), logger: log)
             }
         case .bundle(let bundle):
             defer { bundle.close() }
-            result = try await sendOnceEntered(enter) {
+            result = try await sendOnceEntered(job, enter) {
                 try await spool.sender.send(job, bundle: bundle, tracker: UploadTracker(activity: activity, job: job), logger: log)
             }
         }

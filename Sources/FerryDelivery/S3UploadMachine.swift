@@ -18,11 +18,11 @@ import Foundation
 ///
 /// At most `partConcurrency` parts' bodies are being written at once (1 by default), and at most
 /// twice that many parts are unanswered: a part starts once the one before has been written whole
-/// (``partWritten(_:)``), while that one waits for its answer. A body being written is what a cut or
-/// a kill -9 may cost; a part written whole whose answer was lost is found by the next ListParts
-/// and kept once read back (its ETag is its MD5), so with 1 that is at most one part. A failed part
-/// stops new parts; the parts in flight are answered (and recorded) before the failure is decided,
-/// as if it had come last.
+/// (``partWritten(_:)``, which the shell reports only when it knows the kernel took the bytes),
+/// while that one waits for its answer. A body being written is what a cut or a kill -9 costs; a
+/// part written whole whose answer was lost is found by the next ListParts and kept once read back
+/// (its ETag is its MD5), unless the server never got all of it. A failed part stops new parts; the
+/// parts in flight are answered (and recorded) before the failure is decided, as if it had come last.
 ///
 /// Every loop the server can drive is bounded: creations, re-sent parts, listings, and requests in
 /// a row that confirm nothing new.
@@ -99,6 +99,8 @@ public struct S3UploadMachine: Sendable {
     var writing: Set<Int> = []
     /// The first part that failed while others were in flight, decided once they are answered.
     var heldFailure: (number: Int, response: Response)?
+    /// The key's uploads could not be listed because the listing's signature was refused.
+    private var keepsMarkerIfRefused = false
 
     /// `known`: the upload from an earlier attempt and its recorded parts, if any.
     public init(settings: Settings, known: ResumableUpload?, parts: [UploadPart]) {
@@ -148,6 +150,9 @@ public struct S3UploadMachine: Sendable {
         case .error(let error) where Self.refusesListingForGood(error):
             // Not allowed to list or abort uploads: deliver anyway; a lifecycle rule is the backstop.
             notices.append(.notAbandoned(code: error.code ?? "HTTP \(error.status)"))
+            // Refused for its signature: if the creation is refused too, the keys are wrong, and
+            // the marker stays so that the upload is looked for once they are right.
+            keepsMarkerIfRefused = error.code == "SignatureDoesNotMatch"
             return create()
         default:
             // Anything else (a 5xx, SlowDown, no answer) may pass: the marker stays for the next attempt.
@@ -167,7 +172,7 @@ public struct S3UploadMachine: Sendable {
             return record(.upload(upload, parts: []), then: nil)
         case .error(let error) where (400..<500).contains(error.status):
             // Refused: no upload was made, so the marker goes (with the attempt's outcome).
-            upload = nil
+            if !keepsMarkerIfRefused { upload = nil }
             return finishOther(response, during: "creating the multipart upload")
         default:
             return finishOther(response, during: "creating the multipart upload")

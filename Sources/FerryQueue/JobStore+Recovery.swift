@@ -3,25 +3,20 @@ import GRDB
 
 /// Picking up after a stop or a crash.
 extension JobStore {
-    /// After a restart, puts jobs that were `uploading` when the daemon stopped back in the queue
-    /// and returns how many there were. Their interrupted attempt is not counted. They are due now,
-    /// but those with a resumable upload on the server only after `settling`: what the dead
-    /// process's sockets still held (the kernel sends it after the process is gone) then has time
-    /// to reach the server, so the resumed upload finds it there instead of sending it again.
-    public func requeueInterrupted(now: Date, settling: Duration = .zero) async throws -> Int {
-        let settled = now.addingTimeInterval(Double(settling.components.seconds) + Double(settling.components.attoseconds) / 1e18)
-        return try await write { db in
+    /// After a restart, puts jobs that were `uploading` when the daemon stopped back in the queue,
+    /// due now, and says how many there were and how many of them have an upload on the server
+    /// (a recorded resumable upload: tus, s3, the IETF draft). Their interrupted attempt is not counted.
+    public func requeueInterrupted(now: Date) async throws -> (requeued: Int, withUpload: Int) {
+        try await write { db in
+            let withUpload = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM job WHERE state = 'uploading' AND upload_url IS NOT NULL") ?? 0
             try db.execute(sql: """
                 INSERT INTO event (at, job_seq, kind, state, message)
                 SELECT ?, seq, 'requeued', 'queued', 'the daemon stopped during the upload' FROM job WHERE state = 'uploading'
                 """, arguments: [now.timeIntervalSince1970])
             try db.execute(
-                sql: """
-                    UPDATE job SET state = 'queued', next_attempt_at = CASE WHEN upload_url IS NULL THEN ? ELSE ? END, updated_at = ?
-                    WHERE state = 'uploading'
-                    """,
-                arguments: [now.timeIntervalSince1970, settled.timeIntervalSince1970, now.timeIntervalSince1970])
-            return db.changesCount
+                sql: "UPDATE job SET state = 'queued', next_attempt_at = ?, updated_at = ? WHERE state = 'uploading'",
+                arguments: [now.timeIntervalSince1970, now.timeIntervalSince1970])
+            return (db.changesCount, withUpload)
         }
     }
 

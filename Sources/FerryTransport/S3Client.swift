@@ -94,12 +94,8 @@ public final class S3Client: Sendable {
                     // Parts still in flight are cancelled; what they sent counts.
                     parts.cancelAll()
                     try? await parts.waitForAll()
-                    inFlight.finish()
-                    while let event = await events.next() {
-                        if case .answered(_, _, let sent) = event { bytesSent += sent }
-                    }
                     return S3TransferResult(
-                        report: report, bytesSent: bytesSent, upload: machine.upload, progressed: machine.progressed,
+                        report: report, bytesSent: bytesSent + inFlight.bytesSent, upload: machine.upload, progressed: machine.progressed,
                         etag: machine.objectETag, versionID: versionID)
                 case .putObject:
                     let (response, sent, version) = await putObject(transfer, logger: logger, progress: progress)
@@ -114,13 +110,18 @@ public final class S3Client: Sendable {
                 case .listParts(let url, let marker):
                     action = machine.listed(await listParts(transfer, url: url, marker: marker, logger: logger))
                 case .uploadPart(let url, let number, let offset, let length):
+                    let request = inFlight.start(number)
+                    // Over plain HTTP the body goes by sendfile(2), and a count of its bytes is of
+                    // bytes the kernel took; over TLS it is of bytes handed to the encryption, and a
+                    // part is never reported written whole (the next waits for its answer).
+                    let whole = Uploader.sendsFilesFromTheKernel(url) ? length : nil
                     parts.addTask {
                         // The next part's checksum is read while this part is on the wire.
                         async let ahead: Void = self.checksumAhead(transfer, part: number + 1, into: checksums)
                         let (response, sent) = await self.uploadPart(
                             transfer, url: url, number: number, range: offset..<(offset + length), checksums: checksums, logger: logger,
-                            progress: { inFlight.progressed(number, count: $0, of: length) })
-                        inFlight.answered(number, response: response, bytesSent: sent)
+                            progress: { inFlight.progressed(request, count: $0, whole: whole) })
+                        inFlight.answered(request, response: response, bytesSent: sent)
                         await ahead
                     }
                     action = machine.partStarted()
@@ -128,8 +129,7 @@ public final class S3Client: Sendable {
                     switch await events.next() {
                     case .written(let number)?:
                         action = machine.partWritten(number)
-                    case .answered(let number, let response, let sent)?:
-                        bytesSent += sent
+                    case .answered(let number, let response)?:
                         action = machine.storedPart(number, response)
                     case nil:
                         action = machine.cancel()

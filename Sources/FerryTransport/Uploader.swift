@@ -147,6 +147,13 @@ public final class Uploader: Sendable {
         }
     }
 
+    /// Whether a body from a file goes to `url` by `sendfile(2)` (plain HTTP), so that the progress
+    /// of a request counts bytes the kernel has taken, reported as each write completes; over TLS
+    /// it counts chunks handed to the encryption, some of which may still be queued in the process.
+    static func sendsFilesFromTheKernel(_ url: String) -> Bool {
+        URL(string: url)?.scheme?.lowercased() == "http"
+    }
+
     private func execute(
         _ request: UploadRequest, logger: Logger, counter: ByteCounter, watchdog: ProgressWatchdog,
         progress: @escaping @Sendable (Int64) -> Void
@@ -169,7 +176,7 @@ public final class Uploader: Sendable {
             }
             return try await exchange(http, counter: counter, watchdog: watchdog, logger: logger)
         }
-        if URL(string: request.url)?.scheme?.lowercased() == "http" {
+        if Self.sendsFilesFromTheKernel(request.url) {
             // No TLS to encrypt the body in user space: the kernel sends it from the file (sendfile).
             return try await executeFromFile(request, bodyPath: bodyPath, headers: http.headers, logger: logger,
                                              counter: counter, watchdog: watchdog, progress: progress)

@@ -223,6 +223,21 @@ struct S3UploadMachineTests {
         #expect(machine.upload == known)
     }
 
+    @Test("the listing and then the creation refused for their signature (wrong keys): the marker stays, for the upload a crash may have left")
+    func wrongKeysKeepTheMarker() {
+        let known = ResumableUpload(url: Self.marker, offset: 0, endpointKey: "E")
+        let (actions, machine) = Self.run(Self.threeParts, known: known) { action, step in
+            switch action {
+            case .abandonUnrecorded, .create: return Self.s3Error(403, "SignatureDoesNotMatch")
+            default: return Self.happy(action, step)
+            }
+        }
+        #expect(Self.requests(actions) == ["abandon", "mark", "create"])
+        #expect(machine.upload == known)
+        guard case .answered(let answer)? = Self.report(actions) else { Issue.record("expected the refusal as the answer"); return }
+        #expect(answer.verdict(now: Date()) == .permanent)
+    }
+
     @Test("CreateMultipartUpload refused (a 4xx): no upload was made, so the marker goes with the attempt's outcome")
     func refusedCreation() {
         let (actions, machine) = Self.run(Self.threeParts) { action, step in
