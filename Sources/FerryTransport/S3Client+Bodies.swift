@@ -25,16 +25,7 @@ extension S3Client {
 
         init(_ bytes: [UInt8], _ algorithm: S3ChecksumAlgorithm?) {
             self.bytes = bytes
-            switch algorithm {
-            case .crc32c?:
-                checksum = CRC32C.hash(data: bytes).base64
-            case .sha256?:
-                let digest = SHA256.hash(data: bytes)
-                checksum = Data(digest).base64EncodedString()
-                sha256Hex = digest.hex
-            case nil:
-                break
-            }
+            if let algorithm { (checksum, sha256Hex) = S3ChecksumHasher.checksum(of: bytes, by: algorithm) }
         }
     }
 
@@ -65,23 +56,13 @@ extension S3Client {
                 try await NIOThreadPool.singleton.runIfActive {
                     guard source.isUnchanged else { throw SourceReadError.changed }
                     var md5 = Insecure.MD5()
-                    var crc32c = CRC32C()
-                    var sha256 = SHA256()
+                    var checksum = algorithm.map(S3ChecksumHasher.init)
                     try source.read(range, isCancelled: { flag.isCancelled }) { piece in
                         md5.update(bufferPointer: piece)
-                        switch algorithm {
-                        case .crc32c?: crc32c.update(bufferPointer: piece)
-                        case .sha256?: sha256.update(bufferPointer: piece)
-                        case nil: break
-                        }
+                        checksum?.update(bufferPointer: piece)
                     }
                     guard source.isUnchanged else { throw SourceReadError.changed }
-                    let checksum: String? = switch algorithm {
-                    case .crc32c?: crc32c.finalize().base64
-                    case .sha256?: Data(sha256.finalize()).base64EncodedString()
-                    case nil: nil
-                    }
-                    return .digested(md5: md5.finalize().hex, checksum: checksum)
+                    return .digested(md5: md5.finalize().hex, checksum: checksum?.finalize().checksum)
                 }
             } onCancel: {
                 flag.cancel()
@@ -102,13 +83,9 @@ extension S3Client {
         do {
             return .success(try await NIOThreadPool.singleton.runIfActive {
                 guard source.isUnchanged else { throw SourceReadError.changed }
-                switch algorithm {
-                case .crc32c:
-                    return (try source.digest(CRC32C.self, of: range).base64, nil)
-                case .sha256:
-                    let digest = try source.digest(SHA256.self, of: range)
-                    return (Data(digest).base64EncodedString(), digest.hex)
-                }
+                var checksum = S3ChecksumHasher(algorithm)
+                try source.read(range) { checksum.update(bufferPointer: $0) }
+                return checksum.finalize()
             })
         } catch SourceReadError.changed {
             return .failure(ChecksumFailure(response: .sourceChanged))
