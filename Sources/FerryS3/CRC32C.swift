@@ -3,8 +3,8 @@ import Crypto
 import Foundation
 
 /// CRC-32C (Castagnoli), the checksum S3 sends as `x-amz-checksum-crc32c`: the four bytes of the
-/// CRC, big-endian, in base64. A `HashFunction`, so a file range is checksummed by the same code
-/// that hashes it (`SourceFile.digest(_:of:)`). The CRC itself is computed in C (CFerrySystem),
+/// CRC, big-endian, in base64. A `HashFunction`, fed piece by piece like SHA-256 (S3 requests use
+/// it through ``S3ChecksumHasher``). The CRC itself is computed in C (CFerrySystem),
 /// with the CPU's crc32 instruction where there is one.
 public struct CRC32C: HashFunction, Sendable {
     public static let blockByteCount = 64
