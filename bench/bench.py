@@ -131,6 +131,19 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def io_counters(pid):
+    """A process's /proc/PID/io: `syscr`/`syscw` (read and write system calls: read, pread, write,
+    pwrite, sendfile...) and `wchar` (bytes handed to them), whatever lands on disk."""
+    with open(f"/proc/{pid}/io") as f:
+        return {key: int(value) for key, value in (line.split(": ") for line in f)}
+
+
+def io_per_file(before, after, count):
+    """Write calls and KiB written per file between two io_counters readings, for the log."""
+    return (f"{(after['syscw'] - before['syscw']) / count:.1f} write calls, "
+            f"{(after['wchar'] - before['wchar']) / count / 1024:.1f} KiB written per file")
+
+
 PEER_CPU = {}   # peer name -> CPU seconds per run (the peer and every process it started)
 
 
@@ -576,6 +589,7 @@ class Bench:
                 os.link(path, os.path.join(staging, os.path.basename(path)))
             stop_profile = self.profiler(daemon, label)
             cpu0, receiver0, busy0 = cpu_seconds(daemon.pid), cpu_seconds(receiver.process.pid), machine_busy_seconds()
+            io0 = io_counters(daemon.pid)
             t0 = time.monotonic()
             for path in paths:
                 name = os.path.basename(path)
@@ -586,7 +600,8 @@ class Bench:
             self.small_cpu.setdefault(label.split("-")[-1] if extra else "default", []).append(cpu)
             log(f"   {label}: {len(paths) / t:.0f} files/s; CPU per file: ferryd {cpu:.2f} ms, receiver "
                 f"{(cpu_seconds(receiver.process.pid) - receiver0) / len(paths) * 1000:.2f} ms; machine "
-                f"{(machine_busy_seconds() - busy0) / t / os.cpu_count() * 100:.0f} % busy")
+                f"{(machine_busy_seconds() - busy0) / t / os.cpu_count() * 100:.0f} % busy; "
+                f"{io_per_file(io0, io_counters(daemon.pid), len(paths))}")
             stop_profile()
             self.small_hwm.append(daemon.hwm_mib())
             failed = daemon.failed_files()
@@ -680,6 +695,7 @@ class Bench:
             receiver = self.receiver(port)
             stop_profile = self.profiler(daemon, "drain")
             cpu0, receiver0, busy0 = cpu_seconds(daemon.pid), cpu_seconds(receiver.process.pid), machine_busy_seconds()
+            io0 = io_counters(daemon.pid)
             t0 = time.monotonic()
             daemon.ctl("resume")
             wait_for_empty_spool(daemon.spool, 3600, "the spool to drain")
@@ -687,6 +703,7 @@ class Bench:
             r["drain_cpu_ms_per_file"] = (cpu_seconds(daemon.pid) - cpu0) / count * 1000
             r["drain_receiver_cpu_ms_per_file"] = (cpu_seconds(receiver.process.pid) - receiver0) / count * 1000
             r["drain_machine_busy"] = (machine_busy_seconds() - busy0) / r["drain_s"] / os.cpu_count()
+            drain_io = io_per_file(io0, io_counters(daemon.pid), count)
             stop_profile()
             r["drain_files_per_s"] = count / r["drain_s"]
             r["hwm_drain_mib"] = daemon.hwm_mib()
@@ -695,7 +712,7 @@ class Bench:
                 raise RuntimeError(f"ferryd failed {len(failed)} files while draining")
             log(f"   drained at {r['drain_files_per_s']:.0f} files/s; peak RSS {r['hwm_drain_mib']:.1f} MiB; CPU per file: "
                 f"ferryd {r['drain_cpu_ms_per_file']:.2f} ms, receiver {r['drain_receiver_cpu_ms_per_file']:.2f} ms; "
-                f"machine {r['drain_machine_busy'] * 100:.0f} % busy")
+                f"machine {r['drain_machine_busy'] * 100:.0f} % busy; {drain_io}")
         finally:
             self.cleanup_instance(daemon)
             if receiver:

@@ -108,7 +108,7 @@ final class Scheduler: Sendable {
     /// Notes whether the queue is busy or idle, to delimit busy periods.
     private func notePeriod() async {
         var pending = inFlight > 0
-        if !pending { pending = (try? await store.nextDueDate()) != nil }
+        if !pending { pending = (try? await store.hasWaitingJobs()) ?? false }
         if pending {
             state.withLock { state in
                 if !state.busy {

@@ -4,19 +4,16 @@ import GRDB
 /// Due jobs, for the scheduler.
 extension JobStore {
     /// Atomically moves up to `limit` due jobs of any spool (oldest due first) to `uploading` and
-    /// returns them. (The scheduler claims by spool: ``claimDue(now:limit:groups:rotation:)``.)
-    public func claimDue(now: Date, limit: Int) async throws -> [Job] {
+    /// returns them. For tests: it sorts every due job, where the scheduler claims by spool
+    /// (``claimDue(now:limit:groups:rotation:)``, one index seek per spool).
+    func claimDue(now: Date, limit: Int) async throws -> [Job] {
         guard limit > 0 else { return [] }
         return try await write { db in
-            // INDEXED BY: without statistics SQLite prefers job_by_state and sorts every waiting job
-            // (50 ms per claim with 100,000 queued); the partial index job_due gives the oldest due
-            // jobs in order (0.03 ms). Cached statements: compiling costs more than running them
-            // (GRDB's authorizer is called for every column a statement reads).
-            let due = try db.cachedStatement(sql: """
-                SELECT * FROM job INDEXED BY job_due WHERE state IN ('queued', 'retrying') AND next_attempt_at <= ?
+            let due = try Job.fetchAll(db, sql: """
+                SELECT * FROM job WHERE state IN ('queued', 'retrying') AND next_attempt_at <= ?
                 ORDER BY next_attempt_at, seq LIMIT ?
-                """)
-            return try Self.markClaimed(Job.fetchAll(due, arguments: [now.timeIntervalSince1970, limit]), db, now: now)
+                """, arguments: [now.timeIntervalSince1970, limit])
+            return try Self.markClaimed(due, db, now: now)
         }
     }
 
@@ -90,12 +87,14 @@ extension JobStore {
         }
     }
 
-    /// When the earliest queued or retrying job becomes due (possibly in the past), or `nil` if none waits.
-    public func nextDueDate() async throws -> Date? {
+    /// Whether any job is queued or retrying, due or not: the first entry of a partial index.
+    public func hasWaitingJobs() async throws -> Bool {
         try await pool.read { db in
-            // INDEXED BY job_due: one index lookup, instead of a walk over job_by_state (30-100 ms with 100,000 queued).
-            try Double.fetchOne(db, sql: "SELECT MIN(next_attempt_at) FROM job INDEXED BY job_due WHERE state IN ('queued', 'retrying')")
-                .map(Date.init(timeIntervalSince1970:))
+            // INDEXED BY: the partial index holds exactly the waiting jobs, so its first entry answers
+            // (without it SQLite walks job_by_state, 30-100 ms with 100,000 queued).
+            try Bool.fetchOne(db, sql: """
+                SELECT EXISTS (SELECT 1 FROM job INDEXED BY job_due_by_spool WHERE state IN ('queued', 'retrying'))
+                """) ?? false
         }
     }
 }

@@ -186,6 +186,14 @@ extension JobStore {
                 ) WITHOUT ROWID;
                 """)
         }
+        migrator.registerMigration("v10: no index of due jobs across spools") { db in
+            try db.execute(sql: """
+                -- Since v8 the scheduler claims by spool (job_due_by_spool), and whether any job
+                -- waits is the first entry of that index: job_due served no query of the daemon's,
+                -- yet every intake, claim and retry rewrote it.
+                DROP INDEX job_due;
+                """)
+        }
         return migrator
     }
 }

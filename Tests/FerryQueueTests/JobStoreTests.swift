@@ -46,6 +46,13 @@ struct JobStoreTests {
         #expect(mode == "wal")
     }
 
+    @Test("Savepoints' sub-journals stay in memory (no temporary file per group commit), on every connection")
+    func temporaryStoreInMemory() throws {
+        let queue = try TestQueue()
+        #expect(try queue.store.pool.writeWithoutTransaction { try Int.fetchOne($0, sql: "PRAGMA temp_store") } == 2)
+        #expect(try queue.store.pool.read { try Int.fetchOne($0, sql: "PRAGMA temp_store") } == 2)
+    }
+
     @Test("A file is queued once; queueing it again while active adds nothing")
     func enqueueOnce() async throws {
         let queue = try TestQueue()
@@ -73,6 +80,21 @@ struct JobStoreTests {
         }
     }
 
+    @Test("Waiting jobs: queued or retrying, due or not; none once every job is claimed")
+    func waitingJobs() async throws {
+        let queue = try TestQueue()
+        let now = Date()
+        #expect(try await !queue.store.hasWaitingJobs())
+        _ = try await queue.store.enqueue([file("a", inode: 1), file("b", inode: 2, spool: "t")], now: now, makeBoundary: boundary)
+        #expect(try await queue.store.hasWaitingJobs())
+        let claimed = try await queue.store.claimDue(now: now, limit: 2)
+        #expect(claimed.count == 2)
+        #expect(try await !queue.store.hasWaitingJobs())
+        try await queue.store.finish(claimed[0], startedAt: now, now: now, bytesSent: 0, transition: .retry(
+            at: now.addingTimeInterval(600), error: "503", status: 503, body: nil, contentType: nil))
+        #expect(try await queue.store.hasWaitingJobs())
+    }
+
     @Test("Claims are oldest-due first, bounded, and skip jobs not yet due")
     func claimOrder() async throws {
         let queue = try TestQueue()
@@ -88,8 +110,9 @@ struct JobStoreTests {
         #expect(next.allSatisfy { $0.state == .uploading })
         let rest = try await queue.store.claimDue(now: now, limit: 10)
         #expect(rest.map(\.displayPath) == ["f5"])
-        let due = try await queue.store.nextDueDate()
+        let due = try await queue.store.nextDueDate(inSpools: ["s"])
         #expect(abs((due?.timeIntervalSince1970 ?? 0) - now.addingTimeInterval(60).timeIntervalSince1970) < 0.01)
+        #expect(try await queue.store.hasWaitingJobs())
         #expect(jobs.count == 5)
     }
 
