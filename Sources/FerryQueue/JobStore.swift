@@ -36,12 +36,16 @@ public final class JobStore: Sendable {
             // SQLite's default page cache is 2 MiB per connection. The writer keeps it (every
             // claim and record goes through it); the four readers (status, listings, follow-ups)
             // each keep a small one: measured, 1 MiB less peak RSS over 1,000 uploads.
-            if db.configuration.readonly { try db.execute(sql: "PRAGMA cache_size = -\(Self.readerPageCacheKiB)") }
-            // Each write of a group commit runs in its own savepoint, and SQLite keeps the pages a
-            // savepoint changes in a sub-journal that spills to a file in /var/tmp past 64 KiB: 15
-            // pwrite(2) calls per small file delivered, three quarters of ferryd's writes. In memory
-            // the sub-journal lives only as long as its transaction (one group, a few pages per write).
-            try db.execute(sql: "PRAGMA temp_store = MEMORY")
+            if db.configuration.readonly {
+                try db.execute(sql: "PRAGMA cache_size = -\(Self.readerPageCacheKiB)")
+            } else {
+                // Each write of a group commit runs in its own savepoint, and SQLite keeps the pages
+                // a savepoint changes in a sub-journal that spills to a file in /var/tmp past 64 KiB:
+                // 15 pwrite(2) calls per small file delivered, three quarters of ferryd's writes. In
+                // memory it lives as long as its transaction (one group: a few pages per write). The
+                // readers keep files: a listing that must sort spills rather than growing the heap.
+                try db.execute(sql: "PRAGMA temp_store = MEMORY")
+            }
         }
         do {
             // Checked before the pool opens: opening a pool may write (GRDB makes sure a WAL file
