@@ -15,7 +15,8 @@ import Glibc
 
 /// Fires when nothing has moved for `timeout`, or when the rest of an answer has not arrived
 /// `timeout` after its status line (a server trickling its answer a byte at a time moves, but must
-/// not hold an upload slot for ever): ``run()`` returns then, and ``fired`` turns true.
+/// not hold an upload slot for ever). One request's record: the ``WatchdogPatrol`` of its
+/// ``Uploader`` checks ``deadline`` and fires it; ``fired`` turns true.
 final class ProgressWatchdog: Sendable {
     private let timeout: Duration
     private let last = Mutex(ContinuousClock.now)
@@ -34,21 +35,18 @@ final class ProgressWatchdog: Sendable {
         }
     }
 
+    /// When the watchdog fires unless something moves first: `timeout` after the last progress, or
+    /// when the rest of a started answer is due, whichever is earlier.
+    var deadline: ContinuousClock.Instant {
+        let idle = last.withLock { $0 } + timeout
+        return answerDue.withLock { $0 }.map { min($0, idle) } ?? idle
+    }
+
+    /// Marks the watchdog fired (by its patrol, once its deadline passed).
+    func fire() { didFire.withLock { $0 = true } }
+
     /// Whether the watchdog fired because the answer took too long after its status line.
     var answerOverdue: Bool { fired && answerDue.withLock { $0.map { ContinuousClock.now >= $0 } ?? false } }
 
     var fired: Bool { didFire.withLock { $0 } }
-
-    /// Returns when progress has stalled for `timeout`; throws if cancelled first.
-    func run() async throws {
-        while true {
-            let idle = last.withLock { $0 } + timeout
-            let deadline = answerDue.withLock { $0 }.map { min($0, idle) } ?? idle
-            if ContinuousClock.now >= deadline {
-                didFire.withLock { $0 = true }
-                return
-            }
-            try await Task.sleep(until: min(deadline, .now + .milliseconds(500)), clock: .continuous)
-        }
-    }
 }

@@ -35,6 +35,8 @@ public final class Uploader: Sendable {
     let eventLoops: [any EventLoop]
     /// The bandwidth limits every body sent through this uploader draws from, if any.
     public let throttle: Throttle?
+    /// Watches every request's progress, in one loop for all (shared with ``limited(by:)`` views).
+    let patrol: WatchdogPatrol
 
     public init(settings: TransportSettings) throws {
         self.settings = settings
@@ -65,6 +67,7 @@ public final class Uploader: Sendable {
         fileRegionClients = EventLoopClients(group: HTTPClient.defaultEventLoopGroup, configuration: configuration)
         eventLoops = Array(HTTPClient.defaultEventLoopGroup.makeIterator())
         throttle = nil
+        patrol = WatchdogPatrol(timeout: settings.noProgressTimeout)
     }
 
     private init(sharing uploader: Uploader, throttle: Throttle) {
@@ -73,6 +76,7 @@ public final class Uploader: Sendable {
         settings = uploader.settings
         eventLoops = uploader.eventLoops
         self.throttle = throttle
+        patrol = uploader.patrol
     }
 
     /// This uploader's connection pool, with every body it sends drawing from `throttle` (one
@@ -106,40 +110,35 @@ public final class Uploader: Sendable {
     ) async -> UploadResult {
         let counter = ByteCounter()
         let watchdog = ProgressWatchdog(timeout: settings.noProgressTimeout)
-        do {
-            return try await withThrowingTaskGroup(of: UploadResult?.self) { group in
-                group.addTask {
-                    try await self.execute(request, logger: logger, counter: counter, watchdog: watchdog, progress: progress)
+        let exchange = Task {
+            try await self.execute(request, logger: logger, counter: counter, watchdog: watchdog, progress: progress)
+        }
+        let watch = patrol.watch(watchdog) { exchange.cancel() }
+        let outcome = await withTaskCancellationHandler { await exchange.result } onCancel: { exchange.cancel() }
+        patrol.stopWatching(watch)
+        if watchdog.fired {
+            // If the server's answer had already arrived, it stands.
+            if case .success(let late) = outcome, case .response(let status, _, _, _) = late {
+                if watchdog.answerOverdue {
+                    logger.notice("the server's answer did not end within no_progress_timeout of its status; the status stands, the rest is dropped",
+                                  metadata: ["status": "\(status)", "no_progress_timeout": "\(settings.noProgressTimeout)"])
                 }
-                group.addTask {
-                    try await watchdog.run()
-                    return nil
-                }
-                let first = try await group.next()!
-                group.cancelAll()
-                if let result = first { return result }
-                // The watchdog fired. If the server's answer had already arrived, it stands.
-                if case .some(.some(let late)) = try? await group.next(), case .response(let status, _, _, _) = late {
-                    if watchdog.answerOverdue {
-                        logger.notice("the server's answer did not end within no_progress_timeout of its status; the status stands, the rest is dropped",
-                                      metadata: ["status": "\(status)", "no_progress_timeout": "\(settings.noProgressTimeout)"])
-                    }
-                    return late
-                }
-                if Self.sourceChanged(request) {
-                    // The file sent from the spool was cut short or rewritten under the transfer (a
-                    // region past its new end can never be sent): that, not the server, stopped it.
-                    return .failed(TransportFailure(kind: .sourceChanged, message: "the file changed during the upload"), bytesSent: counter.value)
-                }
-                return .failed(TransportFailure(
-                    kind: .timeout,
-                    message: "no progress for \(settings.noProgressTimeout) (the server stopped reading or answering)"),
-                    bytesSent: counter.value)
+                return late
             }
-        } catch {
-            if watchdog.fired {
-                return .failed(TransportFailure(kind: .timeout, message: "no progress for \(settings.noProgressTimeout)"), bytesSent: counter.value)
+            if Self.sourceChanged(request) {
+                // The file sent from the spool was cut short or rewritten under the transfer (a
+                // region past its new end can never be sent): that, not the server, stopped it.
+                return .failed(TransportFailure(kind: .sourceChanged, message: "the file changed during the upload"), bytesSent: counter.value)
             }
+            return .failed(TransportFailure(
+                kind: .timeout,
+                message: "no progress for \(settings.noProgressTimeout) (the server stopped reading or answering)"),
+                bytesSent: counter.value)
+        }
+        switch outcome {
+        case .success(let result):
+            return result
+        case .failure(let error):
             if Task.isCancelled || error is CancellationError || (error as? HTTPClientError) == .cancelled {
                 return .cancelled(bytesSent: counter.value)
             }

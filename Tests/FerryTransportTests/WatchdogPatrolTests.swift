@@ -1,0 +1,54 @@
+import FerryTestSupport
+@testable import FerryTransport
+import Synchronization
+import Testing
+
+/// One loop watches every request of an uploader: it fires a stalled watchdog (and only that one),
+/// keeps one that moves, and ends when nothing is watched.
+@Suite("Watchdog patrol")
+struct WatchdogPatrolTests {
+    @Test("A stalled request is fired and cancelled; one whose deadline is far is not; the loop ends when nothing is watched")
+    func firesOnlyTheStalled() async throws {
+        let timeout = Duration.milliseconds(300)
+        let patrol = WatchdogPatrol(timeout: timeout)
+        let stalled = ProgressWatchdog(timeout: timeout)
+        let moving = ProgressWatchdog(timeout: .seconds(60))
+        let cancelled = Mutex<[String]>([])
+        let start = ContinuousClock.now
+        _ = patrol.watch(stalled) { cancelled.withLock { $0.append("stalled") } }
+        let movingID = patrol.watch(moving) { cancelled.withLock { $0.append("moving") } }
+        #expect(patrol.isPatrolling)
+        try await waitUntil("the stalled watchdog to fire") { stalled.fired }
+        // Fired once its deadline passed, and within one interval of it.
+        #expect(ContinuousClock.now - start >= timeout)
+        #expect(ContinuousClock.now - start < timeout + .seconds(2))
+        #expect(cancelled.withLock { $0 } == ["stalled"])
+        #expect(!moving.fired)
+        patrol.stopWatching(movingID)
+        try await waitUntil("the loop to end") { !patrol.isPatrolling }
+        #expect(cancelled.withLock { $0 } == ["stalled"])
+
+        // Watching again starts a new loop.
+        let again = ProgressWatchdog(timeout: timeout)
+        let againID = patrol.watch(again) {}
+        #expect(patrol.isPatrolling)
+        patrol.stopWatching(againID)
+        try await waitUntil("the new loop to end") { !patrol.isPatrolling }
+        #expect(!again.fired)
+    }
+
+    @Test("An answer that started must end within the timeout of its status line, however it trickles")
+    func answerDeadline() async throws {
+        let timeout = Duration.milliseconds(300)
+        let patrol = WatchdogPatrol(timeout: timeout)
+        let watchdog = ProgressWatchdog(timeout: timeout)
+        watchdog.answerStarted()
+        _ = patrol.watch(watchdog) {}
+        try await waitUntil("the watchdog to fire") {
+            watchdog.progressed()   // a byte at a time
+            return watchdog.fired
+        }
+        #expect(watchdog.answerOverdue)
+        try await waitUntil("the loop to end") { !patrol.isPatrolling }
+    }
+}
