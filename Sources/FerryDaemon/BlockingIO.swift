@@ -23,9 +23,18 @@ final class BlockingIO: Sendable {
     }
 
     /// Runs `work` even if the awaiting task is cancelled before it starts: for what must follow a
-    /// recorded fate (a cancelled job's file is still moved aside).
+    /// recorded fate (a cancelled job's file is still moved aside). The pool thread resumes the
+    /// caller itself (the future-returning `runIfActive(eventLoop:)` went through an event loop: one
+    /// more thread woken for every file disposed of). Throws only if the pool has shut down.
     func runToCompletion<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
-        try await pool.runIfActive(eventLoop: MultiThreadedEventLoopGroup.singleton.next(), work).get()
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, Error>) in
+            pool.submit { state in
+                switch state {
+                case .active: continuation.resume(with: Result(catching: work))
+                case .cancelled: continuation.resume(throwing: NIOThreadPoolError.ThreadPoolInactive())
+                }
+            }
+        }
     }
 
     func shutdown() async {
