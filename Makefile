@@ -4,13 +4,14 @@
 #   make torture            the quick torture run (crashes, faults, outages, SIGTERM; 2-3 minutes)
 #   make torture TORTURE=--long   the long one (20+ minutes); see scripts/torture.py --help
 #   make torture-s3         kill -9 while files go to a real S3 server (2 minutes; scripts/torture_s3.py)
+#   make torture-resumable  kill -9 while files go to a tus server, then to an IETF draft server (3 minutes)
 #   make deb                the Debian package, .build/deb/ferry_<version>_<arch>.deb (make deb-test checks it, as root)
 #   make bench              ferryd against curl and Python requests (release build; see docs/PERFORMANCE.md)
 #   make bench-smoke        the same at tiny sizes on the debug build, one run, no thresholds (seconds; CI runs it)
 #   make bench-s3           ferryd's s3 protocol against `aws s3 cp` on a local S3 server (bench/s3.py)
 #   make bench-after        what hooks, result files and digests cost (bench/after_delivery.py)
 #   make check-rules        promtool check rules and promtool test rules on contrib/prometheus (make test runs them too)
-.PHONY: demo test torture torture-s3 build release install uninstall check-units check-rules deps test-deps clean
+.PHONY: demo test torture torture-s3 torture-resumable build release install uninstall check-units check-rules deps test-deps clean
 
 demo: deps
 	swift build --product ferryd
@@ -31,6 +32,13 @@ torture: deps
 torture-s3: test-deps
 	swift build
 	python3 scripts/torture_s3.py $(TORTURE)
+
+# kill -9 while files go to tuspyserver (protocol = "tus"), then to Tests/Servers/resumable_server.py
+# (protocol = "resumable"); scripts/torture_resumable.py
+torture-resumable: test-deps
+	swift build
+	python3 scripts/torture_resumable.py --protocol tus $(TORTURE)
+	python3 scripts/torture_resumable.py --protocol resumable $(TORTURE)
 
 # BENCH passes options to bench/bench.py, e.g. BENCH="--only 2 --out bench/results".
 .PHONY: bench bench-smoke bench-deps

@@ -28,8 +28,17 @@ public struct TusUploadMachine: Sendable {
         /// The checksum algorithm to use when the server offers it (the spool's `digest`: `sha256`,
         /// `sha512`); otherwise `sha1`, when offered.
         public var preferredChecksum: String?
+        /// Whether the creation request may carry the file (creation-with-upload). The sender says
+        /// no once an attempt has ended with no upload on record: a creation whose answer never
+        /// came loses what it carried, so on a link that drops every such request the file would
+        /// never get through, where an empty creation gets the URL first and the appends resume.
+        public var uploadsDuringCreation: Bool
 
-        public init(endpoint: String, length: Int64, chunkSize: Int64? = nil, endpointKey: String? = nil, preferredChecksum: String? = nil) {
+        public init(
+            endpoint: String, length: Int64, chunkSize: Int64? = nil, endpointKey: String? = nil, preferredChecksum: String? = nil,
+            uploadsDuringCreation: Bool = true
+        ) {
+            self.uploadsDuringCreation = uploadsDuringCreation
             self.preferredChecksum = preferredChecksum
             self.endpoint = endpoint
             self.length = length
@@ -70,8 +79,9 @@ public struct TusUploadMachine: Sendable {
         case resumed(offset: Int64)
     }
 
-    /// With creation-with-upload, the creation request carries at most this much of the file: its
-    /// answer brings the upload's URL, and until then a cut connection loses what was sent.
+    /// With creation-with-upload, the creation request carries a file of up to this length (or
+    /// `chunk_size`) whole: its answer brings the upload's URL, and until then a cut connection
+    /// loses what was sent. A longer file is created empty, then appended.
     public static let creationBodyLimit: Int64 = 4 << 20
     /// Requests in a row that may leave the confirmed offset where it was before the attempt ends.
     public static let requestsWithoutProgressLimit = ProgressBound.limit
@@ -304,10 +314,11 @@ public struct TusUploadMachine: Sendable {
                 return finish(.noAnswer("the server kept losing the upload right after creating it"))
             }
             var withBody: Int64 = 0
-            if capabilities?.extensions.contains("creation-with-upload") == true {
-                // The chosen request size when there is one (some servers require it), else at most
-                // 4 MiB: a cut before the answer loses what was sent without a URL.
-                withBody = min(settings.length, settings.chunkSize ?? Self.creationBodyLimit)
+            if settings.uploadsDuringCreation, capabilities?.extensions.contains("creation-with-upload") == true,
+               settings.length <= settings.chunkSize ?? Self.creationBodyLimit {
+                // One request for the whole file. A longer one is created empty: the appends follow
+                // either way, and no byte is at risk before the URL is known.
+                withBody = settings.length
             }
             phase = .creating(bodyLength: withBody)
             return .create(

@@ -32,6 +32,8 @@ public struct TusTransfer: Sendable {
     public var idempotencyKey: String
     /// The checksum algorithm preferred when the server offers it (`sha256`, `sha512`); else sha1.
     public var preferredChecksum: String?
+    /// Whether a creation may carry the file (``TusUploadMachine/Settings/uploadsDuringCreation``).
+    public var uploadsDuringCreation = true
 
     public init(
         endpoint: String, endpointKey: String, headers: [(name: String, value: String)], trustedOrigins: Set<HTTPOrigin>,
@@ -79,7 +81,8 @@ public final class TusClient: Sendable {
     ) async throws -> ResumableTransferResult {
         var machine = TusUploadMachine(
             settings: .init(endpoint: transfer.endpoint, length: transfer.length, chunkSize: transfer.chunkSize,
-                            endpointKey: transfer.endpointKey, preferredChecksum: transfer.preferredChecksum),
+                            endpointKey: transfer.endpointKey, preferredChecksum: transfer.preferredChecksum,
+                            uploadsDuringCreation: transfer.uploadsDuringCreation),
             known: transfer.known, now: Date())
         var action = machine.start()
         var warnedOrigin: String?

@@ -8,8 +8,12 @@ struct TusScript {
     var machine: TusUploadMachine
     var actions: [TusUploadMachine.Action] = []
 
-    init(length: Int64 = 1000, chunkSize: Int64? = nil, known: ResumableUpload? = nil, endpoint: String = "https://tus.example/files/") {
-        machine = TusUploadMachine(settings: .init(endpoint: endpoint, length: length, chunkSize: chunkSize, endpointKey: "k"),
+    init(
+        length: Int64 = 1000, chunkSize: Int64? = nil, known: ResumableUpload? = nil, endpoint: String = "https://tus.example/files/",
+        uploadsDuringCreation: Bool = true
+    ) {
+        machine = TusUploadMachine(settings: .init(endpoint: endpoint, length: length, chunkSize: chunkSize, endpointKey: "k",
+                                                   uploadsDuringCreation: uploadsDuringCreation),
                                    known: known, now: Date(timeIntervalSince1970: 1_800_000_000))
         actions.append(machine.start())
     }
@@ -67,23 +71,44 @@ struct TusUploadMachineTests {
         #expect(script.machine.bytesSent == 1000 && script.machine.progressed)
     }
 
-    @Test("creation-with-upload carries the first 4 MiB, or chunk_size")
+    @Test("creation-with-upload carries a file of up to 4 MiB (or chunk_size) whole; a longer one is created empty")
     func creationWithUpload() {
+        // (length, chunk size, whether the sender allows it, the creation's body)
+        let table: [(Int64, Int64?, Bool, Int64)] = [
+            (0, nil, true, 0),
+            (1000, nil, true, 1000),
+            (4 << 20, nil, true, 4 << 20),
+            ((4 << 20) + 1, nil, true, 0),
+            (10 << 20, nil, true, 0),
+            (1 << 20, 1 << 20, true, 1 << 20),
+            ((1 << 20) + 1, 1 << 20, true, 0),
+            (6 << 20, 8 << 20, true, 6 << 20),
+            (1000, nil, false, 0),
+            (4 << 20, 8 << 20, false, 0),
+        ]
+        for (length, chunkSize, allowed, body) in table {
+            var script = TusScript(length: length, chunkSize: chunkSize, uploadsDuringCreation: allowed)
+            script.discover("creation,creation-with-upload,checksum", checksums: "md5,sha1")
+            #expect(script.last == .create(bodyLength: body, checksum: body > 0, sendsIdempotencyKey: true), "\(length), \(String(describing: chunkSize)), \(allowed)")
+        }
         var big = TusScript(length: 10 << 20)
         big.discover("creation,creation-with-upload")
-        #expect(big.last == .create(bodyLength: 4 << 20, checksum: false, sendsIdempotencyKey: true))
-        big.reply(TusScript.answer(201, ["Location": "https://tus.example/files/x", "Upload-Offset": "4194304"], sent: 4 << 20))
-        #expect(big.last == .append(url: "https://tus.example/files/x", offset: 4 << 20, length: 6 << 20, checksum: false))
-        var chunked = TusScript(length: 10 << 20, chunkSize: 1 << 20)
-        chunked.discover("creation,creation-with-upload,checksum", checksums: "md5,sha1")
-        #expect(chunked.last == .create(bodyLength: 1 << 20, checksum: true, sendsIdempotencyKey: true))
+        #expect(big.last == .create(bodyLength: 0, checksum: false, sendsIdempotencyKey: true))
+        big.reply(TusScript.answer(201, ["Location": "https://tus.example/files/x", "Upload-Offset": "0"]))
+        #expect(big.actions.contains(.record(ResumableUpload(url: "https://tus.example/files/x", offset: 0, endpointKey: "k"))), "the URL is on record before any byte goes")
+        #expect(big.last == .append(url: "https://tus.example/files/x", offset: 0, length: 10 << 20, checksum: false))
+        var small = TusScript(length: 3 << 20)
+        small.discover("creation,creation-with-upload")
+        small.reply(TusScript.answer(201, ["Location": "https://tus.example/files/y", "Upload-Offset": "3145728"], sent: 3 << 20))
+        #expect(small.machine.upload?.offset == 3 << 20)
+        #expect(!small.actions.contains { if case .append = $0 { true } else { false } }, "one request for the whole file")
     }
 
     @Test("creation with a body but no Upload-Offset in the answer: ask with HEAD")
     func creationWithoutOffset() {
-        var script = TusScript(length: 10 << 20)
+        var script = TusScript(length: 1 << 20)
         script.discover("creation-with-upload")
-        script.reply(TusScript.answer(201, ["Location": "/files/y"], sent: 4 << 20))
+        script.reply(TusScript.answer(201, ["Location": "/files/y"], sent: 1 << 20))
         #expect(script.last == .askOffset(url: "https://tus.example/files/y"))
     }
 

@@ -92,4 +92,37 @@ struct TusHardeningTests {
             #expect(requests <= 2 * 20, "two attempts, each bounded: \(requests) requests")
         }
     }
+
+    @Test("A creation cut before its answer is followed by an empty one: on a link that drops it, the file still goes, in appends")
+    func cutCreationThenEmptyCreation() async throws {
+        let size = 300_000
+        let posts = Counter()
+        let bytes = pseudoRandomBytes(size, seed: 93)
+        let spool = TestSpool(options: ["protocol = \"tus\""], retry: ["initial_delay = \"100ms\"", "max_delay = \"200ms\""])
+        try await withDaemonHarness(spools: [spool], plan: { info in
+            switch info.method {
+            case "OPTIONS":
+                return .respond(status: 204, headers: [Self.tus, HeaderField(name: "Tus-Extension", value: "creation,creation-with-upload")])
+            case "POST":
+                // The first creation carries the whole file; the link drops it 100 kB in.
+                if posts.next() == 0 { return .reset(afterBytes: 100_000) }
+                return .respond(status: 201, headers: [Self.tus, HeaderField(name: "Location", value: "/files/one"), HeaderField(name: "Upload-Offset", value: "0")])
+            default:
+                return .respond(status: 204, headers: [Self.tus, HeaderField(name: "Upload-Offset", value: String(size))])
+            }
+        }) { harness in
+            try await harness.start()
+            try harness.drop("scan.pdf", bytes)
+            try await waitUntil("the job to be done\n\(harness.daemon?.log ?? "")") { try await jobs(harness).first?.state == .done }
+            let requests = harness.receiver.requests
+            #expect(requests.map(\.method) == ["OPTIONS", "POST", "POST", "PATCH"], "\(requests.map(\.method))")
+            let creations = requests.filter { $0.method == "POST" }
+            #expect(creations.first?.header("Content-Type") == "application/offset+octet-stream", "the first creation carried the file")
+            #expect(creations.last?.bodyBytes == 0 && creations.last?.header("Content-Type") == nil, "the second carried nothing")
+            let patch = try #require(requests.first { $0.method == "PATCH" })
+            #expect(patch.bodyBytes == Int64(size) && patch.header("Upload-Offset") == "0")
+            let job = try #require(try await jobs(harness).first)
+            #expect(job.attempts == 2)
+        }
+    }
 }

@@ -31,6 +31,9 @@ struct TusSender: Sender {
             endpoint: endpoint.url, endpointKey: key, headers: endpoint.headers, trustedOrigins: endpoint.trustedOrigins, metadata: metadata(for: job, source: source),
             source: source, chunkSize: configuration.chunkSize, known: known, idempotencyKey: job.id.rawValue)
         transfer.preferredChecksum = configuration.digest.map { $0 == .sha256 ? "sha256" : "sha512" }
+        // After a failed attempt (a creation's answer may have been lost with what it carried), a
+        // new upload's URL comes before any byte.
+        transfer.uploadsDuringCreation = job.attempts == 0
         tracker.sending(total: job.identity.size, confirmed: known?.offset)
         let result = try await client.send(transfer, logger: logger, record: tracker.recordingUploads(in: store), progress: { tracker.sent($0) })
         return SendResult(result, source: source)
