@@ -15,7 +15,9 @@ extension ResumableUploadMachine {
         public var endpointKey: String?
         public var interop: ResumableInteropVersion
         /// Files up to this long go whole in the creation request, to any server: one request, and a
-        /// cut before its answer (which alone would bring the upload's URL) costs little.
+        /// cut before its answer (which alone would bring the upload's URL) costs little. The sender
+        /// sets 0 after a failed attempt: on a link that drops every such request, a file created
+        /// empty and appended still gets through.
         public var wholeBodyLimit: Int64
 
         public init(

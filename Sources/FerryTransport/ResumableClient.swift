@@ -29,6 +29,8 @@ public struct ResumableTransfer: Sendable {
     public var known: ResumableUpload?
     /// Sent as `Idempotency-Key` on the creation request.
     public var idempotencyKey: String
+    /// Files up to this long go whole in the creation request (``ResumableUploadMachine/Settings/wholeBodyLimit``).
+    public var wholeBodyLimit = ResumableUploadMachine.defaultWholeBodyLimit
 
     public init(
         endpoint: String, method: String, endpointKey: String, headers: [(name: String, value: String)], trustedOrigins: Set<HTTPOrigin>,
@@ -76,7 +78,7 @@ public final class ResumableClient: Sendable {
     ) async throws -> ResumableTransferResult {
         var machine = ResumableUploadMachine(
             settings: .init(endpoint: transfer.endpoint, length: transfer.length, chunkSize: transfer.chunkSize,
-                            endpointKey: transfer.endpointKey, interop: transfer.interop),
+                            endpointKey: transfer.endpointKey, interop: transfer.interop, wholeBodyLimit: transfer.wholeBodyLimit),
             known: transfer.known, now: Date())
         var action = machine.start()
         while true {

@@ -12,9 +12,9 @@ struct ResumableScript {
     var actions: [ResumableUploadMachine.Action] = []
 
     init(length: Int64 = 1000, chunkSize: Int64? = nil, known: ResumableUpload? = nil, interop: ResumableInteropVersion = .v9,
-         endpoint: String = "https://up.example/media") {
+         endpoint: String = "https://up.example/media", wholeBodyLimit: Int64 = 100) {
         machine = ResumableUploadMachine(
-            settings: .init(endpoint: endpoint, length: length, chunkSize: chunkSize, endpointKey: "k", interop: interop, wholeBodyLimit: 100),
+            settings: .init(endpoint: endpoint, length: length, chunkSize: chunkSize, endpointKey: "k", interop: interop, wholeBodyLimit: wholeBodyLimit),
             known: known, now: Self.now)
         actions.append(machine.start())
     }
@@ -76,6 +76,21 @@ struct ResumableUploadMachineTests {
             script.reply(ResumableScript.answer(200, ["Content-Type": "application/json"], body: #"{"id":"7"}"#, sent: length))
             #expect(script.report == .answered(ServerAnswer(status: 200, body: Array(#"{"id":"7"}"#.utf8), contentType: "application/json")))
             #expect(script.records.isEmpty)
+        }
+    }
+
+    @Test("whole_body_limit 0 (the sender's choice after a failed attempt): a small file, too, is created empty where resumption is offered")
+    func noWholeBody() {
+        var empty = ResumableScript(length: 0, wholeBodyLimit: 0)
+        #expect(empty.last == .create(bodyLength: 0, complete: true), "an empty file is whole in its creation")
+        for length: Int64 in [1, 100] {
+            var offered = ResumableScript(length: length, wholeBodyLimit: 0)
+            offered.createdOffered()
+            #expect(offered.records == [ResumableUpload(url: url, offset: 0, endpointKey: "k")], "the URL is recorded before any byte is sent")
+            #expect(offered.last == .append(url: url, offset: 0, length: length, complete: true))
+            var plain = ResumableScript(length: length, wholeBodyLimit: 0)
+            plain.step { $0.discovered(.notOffered) }
+            #expect(plain.last == .create(bodyLength: length, complete: true), "a server without resumption still gets the whole file")
         }
     }
 

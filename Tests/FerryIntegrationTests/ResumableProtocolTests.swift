@@ -132,6 +132,27 @@ struct ResumableProtocolTests {
         }
     }
 
+    @Test("A small file's creation cut before its answer is followed by an empty creation and an append", arguments: [ResumableServer.Kind.nio, .python])
+    func cutCreationThenEmptyCreation(_ kind: ResumableServer.Kind) async throws {
+        let size = 1 * Self.mib
+        try await withResumable(kind, cutAt: size / 2) { harness, server, proxy in
+            try await harness.start()
+            let bytes = pseudoRandomBytes(size, seed: 312)
+            try harness.drop("scan.pdf", bytes)
+            let done = try await waitForState(harness, .done)
+            try await harness.waitForQuiet()
+            let stats = try server.stats()
+            #expect(try proxy.stats().cuts == 1)
+            #expect(stats.completed.map(\.sha256) == [sha256Hex(bytes)])
+            let creations = stats.requests.filter { $0.method == "POST" }
+            #expect(creations.count == 2, "\(stats.requests.map(\.method))")
+            #expect(creations.first?.uploadComplete == "?1", "the first attempt sent the file whole in its creation")
+            #expect(creations.last?.uploadComplete == "?0" && creations.last?.bodyBytes == 0, "the retry created the upload empty")
+            #expect(stats.requests.filter { $0.method == "PATCH" }.map(\.bodyBytes) == [size])
+            #expect(done.first?.attempts == 2)
+        }
+    }
+
     @Test("kill -9 of ferryd at 60% of 64 MiB, then a restart, resumes from the server's offset", arguments: [ResumableServer.Kind.nio, .python])
     func resumesAfterKill(_ kind: ResumableServer.Kind) async throws {
         let size = 64 * Self.mib

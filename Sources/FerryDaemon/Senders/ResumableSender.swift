@@ -26,10 +26,13 @@ struct ResumableSender: Sender {
         let url = endpoint.url(for: job, template: configuration.url)
         let key = endpointKey(url)
         let known = job.upload.flatMap { $0.endpointKey == key ? $0 : nil }
-        let transfer = ResumableTransfer(
+        var transfer = ResumableTransfer(
             endpoint: url, method: configuration.method, endpointKey: key, headers: endpoint.headers, trustedOrigins: endpoint.trustedOrigins,
             contentType: configuration.fileContentType ?? MediaType.forFilename(job.baseName), source: source,
             chunkSize: configuration.chunkSize, interop: interop, known: known, idempotencyKey: job.id.rawValue)
+        // After a failed attempt (a creation's answer may have been lost with the whole file it
+        // carried), a server that offers resumption gets the upload's URL before any byte.
+        if job.attempts > 0 { transfer.wholeBodyLimit = 0 }
         tracker.sending(total: job.identity.size, confirmed: known?.offset)
         let result = try await client.send(transfer, logger: logger, record: tracker.recordingUploads(in: store), progress: { tracker.sent($0) })
         return SendResult(result, source: source)
