@@ -28,21 +28,19 @@ needs tuspyserver (scripts/install-deps.sh --test); the draft's server is the st
 """
 
 import argparse
-import hashlib
 import json
 import os
 import random
-import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
-from torture_s3 import Daemon, RunBroken, log, spool_names  # noqa: E402  (the same daemon driver)
+from torture_s3 import (  # noqa: E402  (the same driver)
+    Daemon, RunBroken, crash_loop, drain, ferryd_binary, log, spool_names, start_writer, tear_down, verdict, work_directories)
 
 MIB = 1 << 20
 
@@ -136,15 +134,11 @@ def main():
     p.add_argument("--keep", action="store_true", help="keep the work directory")
     a = p.parse_args()
     duration = 60.0 if a.quick else a.duration
-    binary = os.path.join(a.bin, "ferryd")
-    if not os.access(binary, os.X_OK):
-        print(f"torture_resumable: no ferryd at {binary} (swift build first, or --bin DIR)", file=sys.stderr)
+    binary = ferryd_binary(a.bin, "torture_resumable")
+    if not binary:
         return 2
     rng = random.Random(a.seed)
-    work = tempfile.mkdtemp(prefix=f"ferry-torture-{a.protocol}-")
-    spool, staging = os.path.join(work, "spool"), os.path.join(work, "staging")
-    for d in (spool, staging, os.path.join(work, "state")):
-        os.makedirs(d)
+    work, spool, staging = work_directories(f"ferry-torture-{a.protocol}-")
     log(f"seed {a.seed}, protocol {a.protocol}, crash loop {duration:.0f} s, work directory {work}")
     server = daemon = None
     failures = []
@@ -157,64 +151,24 @@ def main():
         write_config(config, work, spool, a.protocol, server.endpoint)
         daemon = Daemon(binary, config, os.path.join(work, "ferryd.log"))
         daemon.start()
-        started = time.monotonic()
+        thread = start_writer(spool, staging, a.seed, duration, a.budget_mib, file_size, written, lock, stop_writing)
 
-        def writer():
-            writer_rng = random.Random(a.seed + 1)
-            index = written_bytes = 0
-            while not stop_writing.is_set():
-                allowed = a.budget_mib * MIB * min(1.0, (time.monotonic() - started) / duration)
-                if len(spool_names(spool)) >= 24 or written_bytes > allowed:
-                    stop_writing.wait(0.05)
-                    continue
-                size = file_size(writer_rng)
-                data = writer_rng.randbytes(size)
-                written_bytes += size
-                name = f"f{index:05d}-{size}.bin"
-                index += 1
-                with open(os.path.join(staging, name), "wb") as f:
-                    f.write(data)
-                os.rename(os.path.join(staging, name), os.path.join(spool, name))
-                with lock:  # after the rename: a name the sampler knows was in the spool
-                    written[name] = hashlib.sha256(data).hexdigest()
-
-        thread = threading.Thread(target=writer, daemon=True)
-        thread.start()
+        def sample():
+            with lock:
+                known = dict(written)
+            present = spool_names(spool)  # before asking the server: a file gone now must be there after
+            whole = {digest for _, digest in server.completed()[0]}
+            for name in sorted(set(known) - present):
+                if known[name] not in whole:
+                    failures.append(f"{name} left the spool before the server held it whole")
 
         # The crash loop, with the sampler between kills.
-        end = time.monotonic() + duration
-        kills = samples = 0
-        while time.monotonic() < end:
-            wait_until = time.monotonic() + rng.uniform(0.5, 3.0)
-            while time.monotonic() < wait_until:
-                with lock:
-                    known = dict(written)
-                present = spool_names(spool)  # before asking the server: a file gone now must be there after
-                whole = {digest for _, digest in server.completed()[0]}
-                samples += 1
-                for name in sorted(set(known) - present):
-                    if known[name] not in whole:
-                        failures.append(f"{name} left the spool before the server held it whole")
-                time.sleep(0.3)
-            daemon.kill9()
-            kills += 1
-            daemon.start()
+        kills, samples = crash_loop(daemon, rng, duration, sample, pause=0.3)
         stop_writing.set()
         thread.join()
         log(f"crash loop over: {kills} kills, {len(written)} files written, {samples} samples; draining")
 
-        deadline = time.monotonic() + 300
-        while spool_names(spool) and time.monotonic() < deadline:
-            time.sleep(0.5)
-        left = spool_names(spool)
-        if left:
-            failures.append(f"{len(left)} files still in the spool 300 s after the crash loop: {sorted(left)[:10]}")
-        status = daemon.terminate()
-        if status != 0:
-            failures.append(f"ferryd exited with {status} on SIGTERM")
-        failed_dir = os.path.join(spool, ".failed")
-        if os.path.isdir(failed_dir) and os.listdir(failed_dir):
-            failures.append(f"files in the failed directory: {sorted(os.listdir(failed_dir))[:10]}")
+        left = drain(daemon, spool, failures)
 
         completed, incomplete = server.completed()
         names_by_digest = {}
@@ -238,22 +192,9 @@ def main():
         return 2
     finally:
         stop_writing.set()
-        if daemon:
-            daemon.kill9()
-        if server:
-            server.stop()
-        if failures or a.keep:
-            log(f"work directory kept: {work}")
-        else:
-            shutil.rmtree(work, ignore_errors=True)
-    if failures:
-        for failure in failures[:50]:
-            log(f"FAIL {failure}")
-        log(f"{len(failures)} failures (seed {a.seed})")
-        return 1
-    log("the oracle holds: every file arrived whole, none left before the server held it, no upload holds other bytes")
-    return 0
-
+        tear_down(daemon, server, work, a.keep or bool(failures))
+    return verdict(failures, a.seed, "the oracle holds: every file arrived whole, none left before the server held it, "
+                                     "no upload holds other bytes")
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -179,6 +179,113 @@ def spool_names(spool):
     return {e.name for e in os.scandir(spool) if e.is_file(follow_symlinks=False)}
 
 
+def start_writer(spool, staging, seed, duration, budget_mib, size_of, written, lock, stop):
+    """Starts the producer thread: files of `size_of(rng)` bytes, random, written beside the spool
+    and renamed in, while fewer than 24 wait and the budget (spread over `duration`) allows; each
+    one's SHA-256 lands in `written` (under `lock`) once it is in the spool."""
+    started = time.monotonic()
+
+    def writer():
+        writer_rng = random.Random(seed + 1)
+        index = written_bytes = 0
+        while not stop.is_set():
+            allowed = budget_mib * MIB * min(1.0, (time.monotonic() - started) / duration)
+            # A backlog is enough (more would only lengthen the drain), and the disk is not endless.
+            if len(spool_names(spool)) >= 24 or written_bytes > allowed:
+                stop.wait(0.05)
+                continue
+            size = size_of(writer_rng)
+            data = writer_rng.randbytes(size)
+            written_bytes += size
+            name = f"f{index:05d}-{size}.bin"
+            index += 1
+            with open(os.path.join(staging, name), "wb") as f:
+                f.write(data)
+            os.rename(os.path.join(staging, name), os.path.join(spool, name))
+            with lock:  # after the rename: a name the sampler knows was in the spool
+                written[name] = hashlib.sha256(data).hexdigest()
+
+    thread = threading.Thread(target=writer, daemon=True)
+    thread.start()
+    return thread
+
+
+def crash_loop(daemon, rng, duration, sample, pause=0.2):
+    """Kills ferryd with SIGKILL every 0.5-3 s for `duration` seconds, restarting it at once, and
+    calls `sample()` every `pause` seconds in between. Returns (kills, samples)."""
+    end = time.monotonic() + duration
+    kills = samples = 0
+    while time.monotonic() < end:
+        wait_until = time.monotonic() + rng.uniform(0.5, 3.0)
+        while time.monotonic() < wait_until:
+            sample()
+            samples += 1
+            time.sleep(pause)
+        daemon.kill9()
+        kills += 1
+        daemon.start()
+    return kills, samples
+
+
+def drain(daemon, spool, failures):
+    """Waits (up to 300 s) for the spool to empty, stops ferryd with SIGTERM and checks the failed
+    directory is empty; returns the names still in the spool."""
+    deadline = time.monotonic() + 300
+    while spool_names(spool) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    left = spool_names(spool)
+    if left:
+        failures.append(f"{len(left)} files still in the spool 300 s after the crash loop: {sorted(left)[:10]}")
+    status = daemon.terminate()
+    if status != 0:
+        failures.append(f"ferryd exited with {status} on SIGTERM")
+    failed_dir = os.path.join(spool, ".failed")
+    if os.path.isdir(failed_dir) and os.listdir(failed_dir):
+        failures.append(f"files in the failed directory: {sorted(os.listdir(failed_dir))[:10]}")
+    return left
+
+
+def tear_down(daemon, server, work, keep):
+    """Kills ferryd, stops the server, and removes the work directory unless it is to be kept."""
+    if daemon:
+        daemon.kill9()
+    if server:
+        server.stop()
+    if keep:
+        log(f"work directory kept: {work}")
+    else:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def verdict(failures, seed, holds):
+    """Prints each failure, or that the oracle holds (`holds`); returns the exit status."""
+    if failures:
+        for failure in failures[:50]:
+            log(f"FAIL {failure}")
+        log(f"{len(failures)} failures (seed {seed})")
+        return 1
+    log(holds)
+    return 0
+
+
+def work_directories(prefix):
+    """A new work directory with its spool, staging and state directories: (work, spool, staging)."""
+    work = tempfile.mkdtemp(prefix=prefix)
+    spool, staging = os.path.join(work, "spool"), os.path.join(work, "staging")
+    for d in (spool, staging, os.path.join(work, "state")):
+        os.makedirs(d)
+    return work, spool, staging
+
+
+def ferryd_binary(directory, script):
+    """The ferryd in `directory`, or None (said on stderr) if there is none."""
+    binary = os.path.join(directory, "ferryd")
+    if not os.access(binary, os.X_OK):
+        print(f"{script}: no ferryd at {binary} (swift build first, or --bin DIR)", file=sys.stderr)
+        return None
+    return binary
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--bin", default=os.environ.get("FERRY_BIN", os.path.join(ROOT, ".build/debug")))
@@ -193,15 +300,11 @@ def main():
     p.add_argument("--keep", action="store_true", help="keep the work directory")
     a = p.parse_args()
     duration = 75.0 if a.quick else 1200.0 if a.long else a.duration
-    binary = os.path.join(a.bin, "ferryd")
-    if not os.access(binary, os.X_OK):
-        print(f"torture_s3: no ferryd at {binary} (swift build first, or --bin DIR)", file=sys.stderr)
+    binary = ferryd_binary(a.bin, "torture_s3")
+    if not binary:
         return 2
     rng = random.Random(a.seed)
-    work = tempfile.mkdtemp(prefix="ferry-torture-s3-")
-    spool, staging = os.path.join(work, "spool"), os.path.join(work, "staging")
-    for d in (spool, staging, os.path.join(work, "state")):
-        os.makedirs(d)
+    work, spool, staging = work_directories("ferry-torture-s3-")
     log(f"seed {a.seed}, server {a.server}, part_concurrency {a.part_concurrency}, crash loop {duration:.0f} s, "
         f"work directory {work}")
     server = daemon = None
@@ -216,66 +319,24 @@ def main():
         daemon = Daemon(binary, config, os.path.join(work, "ferryd.log"))
         daemon.start()
 
-        started = time.monotonic()
+        thread = start_writer(spool, staging, a.seed, duration, a.budget_mib, file_size, written, lock, stop_writing)
 
-        def writer():
-            writer_rng = random.Random(a.seed + 1)
-            index = written_bytes = 0
-            while not stop_writing.is_set():
-                allowed = a.budget_mib * MIB * min(1.0, (time.monotonic() - started) / duration)
-                # A backlog is enough (more would only lengthen the drain), and the disk is not endless.
-                if len(spool_names(spool)) >= 24 or written_bytes > allowed:
-                    stop_writing.wait(0.05)
-                    continue
-                size = file_size(writer_rng)
-                data = writer_rng.randbytes(size)
-                written_bytes += size
-                name = f"f{index:05d}-{size}.bin"
-                index += 1
-                with open(os.path.join(staging, name), "wb") as f:
-                    f.write(data)
-                os.rename(os.path.join(staging, name), os.path.join(spool, name))
-                with lock:  # after the rename: a name the sampler knows was in the spool
-                    written[name] = hashlib.sha256(data).hexdigest()
-
-        thread = threading.Thread(target=writer, daemon=True)
-        thread.start()
+        def sample():
+            with lock:
+                known = set(written)
+            present = spool_names(spool)  # before the listing: a file gone now must be listed after
+            keys = server.keys()
+            for name in sorted(known - present):
+                if "t/" + name not in keys:
+                    failures.append(f"{name} left the spool before its object was in the bucket")
 
         # The crash loop, with the sampler between kills.
-        end = time.monotonic() + duration
-        kills = samples = 0
-        while time.monotonic() < end:
-            wait_until = time.monotonic() + rng.uniform(0.5, 3.0)
-            while time.monotonic() < wait_until:
-                with lock:
-                    known = set(written)
-                present = spool_names(spool)  # before the listing: a file gone now must be listed after
-                keys = server.keys()
-                samples += 1
-                for name in sorted(known - present):
-                    if "t/" + name not in keys:
-                        failures.append(f"{name} left the spool before its object was in the bucket")
-                time.sleep(0.2)
-            daemon.kill9()
-            kills += 1
-            daemon.start()
+        kills, samples = crash_loop(daemon, rng, duration, sample)
         stop_writing.set()
         thread.join()
         log(f"crash loop over: {kills} kills, {len(written)} files written, {samples} samples; draining")
 
-        deadline = time.monotonic() + 300
-        while spool_names(spool) and time.monotonic() < deadline:
-            time.sleep(0.5)
-        left = spool_names(spool)
-        if left:
-            failures.append(f"{len(left)} files still in the spool 300 s after the crash loop: {sorted(left)[:10]}")
-        status = daemon.terminate()
-        if status != 0:
-            failures.append(f"ferryd exited with {status} on SIGTERM")
-
-        failed_dir = os.path.join(spool, ".failed")
-        if os.path.isdir(failed_dir) and os.listdir(failed_dir):
-            failures.append(f"files in the failed directory: {sorted(os.listdir(failed_dir))[:10]}")
+        left = drain(daemon, spool, failures)
         keys = server.keys()
         total = 0
         for name, digest in sorted(written.items()):
@@ -300,22 +361,9 @@ def main():
         return 2
     finally:
         stop_writing.set()
-        if daemon:
-            daemon.kill9()
-        if server:
-            server.stop()
-        if failures or a.keep:
-            log(f"work directory kept: {work}")
-        else:
-            shutil.rmtree(work, ignore_errors=True)
-    if failures:
-        for failure in failures[:50]:
-            log(f"FAIL {failure}")
-        log(f"{len(failures)} failures (seed {a.seed})")
-        return 1
-    log("the oracle holds: every file arrived whole, none left before its object existed, no upload left open")
-    return 0
-
+        tear_down(daemon, server, work, a.keep or bool(failures))
+    return verdict(failures, a.seed, "the oracle holds: every file arrived whole, none left before its object existed, "
+                                     "no upload left open")
 
 if __name__ == "__main__":
     sys.exit(main())
