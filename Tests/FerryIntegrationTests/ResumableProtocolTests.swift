@@ -19,13 +19,13 @@ struct ResumableProtocolTests {
     /// in front of it and a ferryd whose one spool sends to `/upload` through the proxy.
     func withResumable(
         _ kind: ResumableServer.Kind, serverOptions: [String] = [], options: [String] = [], interop: Int? = nil,
-        topLevel: [String] = [], cutAt: Int? = nil, rate: Int? = nil, _ body: (DaemonHarness, ResumableServer, CutProxy) async throws -> Void
+        topLevel: [String] = [], cutAt: Int? = nil, cutEvery: Int? = nil, rate: Int? = nil, _ body: (DaemonHarness, ResumableServer, CutProxy) async throws -> Void
     ) async throws {
         let directory = try TemporaryDirectory("ferry-resumable")
         let server = try await ResumableServer(kind, logPath: directory.url("server.log"), options: serverOptions)
         let proxy: CutProxy
         do {
-            proxy = try await CutProxy(target: server.port, cutAt: cutAt, rate: rate, logPath: directory.url("proxy.log"))
+            proxy = try await CutProxy(target: server.port, cutAt: cutAt, cutEvery: cutEvery, rate: rate, logPath: directory.url("proxy.log"))
         } catch {
             await server.stop()
             throw error
@@ -150,6 +150,19 @@ struct ResumableProtocolTests {
             #expect(creations.last?.uploadComplete == "?0" && creations.last?.bodyBytes == 0, "the retry created the upload empty")
             #expect(stats.requests.filter { $0.method == "PATCH" }.map(\.bodyBytes) == [size])
             #expect(done.first?.attempts == 2)
+        }
+    }
+
+    @Test("A link that drops every connection after 256 KiB still delivers files of 1 and 5 MiB", arguments: [ResumableServer.Kind.nio, .python])
+    func linkThatKeepsDropping(_ kind: ResumableServer.Kind) async throws {
+        try await withResumable(kind, cutEvery: 256 << 10) { harness, server, proxy in
+            try await harness.start()
+            let files = [("page.pdf", pseudoRandomBytes(Self.mib, seed: 313)), ("film.mov", pseudoRandomBytes(5 * Self.mib, seed: 314))]
+            for (name, bytes) in files { try harness.drop(name, bytes) }
+            _ = try await waitForState(harness, .done, count: files.count, timeout: .seconds(120))
+            try await harness.waitForQuiet()
+            #expect(Set(try server.stats().completed.map(\.sha256)) == Set(files.map { sha256Hex($0.1) }))
+            #expect(try proxy.stats().cuts >= 20, "the link dropped again and again")
         }
     }
 

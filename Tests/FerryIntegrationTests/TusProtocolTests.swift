@@ -142,6 +142,31 @@ struct TusProtocolTests {
         }
     }
 
+    @Test("A link that drops every connection after 256 KiB still delivers files of 1 and 5 MiB")
+    func linkThatKeepsDropping() async throws {
+        let directory = try TemporaryDirectory("ferry-tus-thin")
+        let server = try await TusServer.start(filesDirectory: directory.url("files"))
+        let proxy = try await CutProxy(target: server.port, cutEvery: 256 << 10, logPath: directory.url("proxy.log"))
+        do {
+            try await withDaemonHarness(spools: [TestSpool(options: ["protocol = \"tus\""])], url: proxy.url + "/files/") { harness in
+                try await harness.start()
+                let files = [("page.pdf", pseudoRandomBytes(1 << 20, seed: 75)), ("film.mov", pseudoRandomBytes(5 << 20, seed: 76))]
+                for (name, bytes) in files { try harness.drop(name, bytes) }
+                let stats = try await waitForCompleted(files.count, on: server, timeout: .seconds(120))
+                try await harness.waitForQuiet()
+                #expect(Set(stats.completed.map(\.sha256)) == Set(files.map { sha256Hex($0.1) }))
+                #expect(try proxy.stats().cuts >= 20, "the link dropped again and again")
+                for job in try await jobs(harness) { #expect(job.state == .done) }
+            }
+        } catch {
+            await proxy.stop()
+            try? await server.stop()
+            throw error
+        }
+        await proxy.stop()
+        try await server.stop()
+    }
+
     @Test("chunk_size splits the upload into PATCH requests of at most that size")
     func chunks() async throws {
         try await withTus(options: ["chunk_size = \"1MiB\""]) { harness, server in

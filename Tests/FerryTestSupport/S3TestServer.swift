@@ -185,9 +185,10 @@ public final class CutProxy: @unchecked Sendable {
     /// `flip`: the first occurrence of this text the clients send has a bit flipped, once.
     /// `dropAnswer`: a regular expression; the first request that matches it reaches the server, and
     /// its answer is lost (the client's connection is closed when the answer starts), once; the
-    /// client gets `replacement` (a whole HTTP response) instead, if given.
+    /// client gets `replacement` (a whole HTTP response) instead, if given. `cutEvery`: every
+    /// connection is cut once it has carried that many bytes from ferryd (a link that keeps dropping).
     public init(
-        target: Int, cutAt: Int? = nil, rate: Int? = nil, flip: String? = nil, dropAnswer: String? = nil,
+        target: Int, cutAt: Int? = nil, cutEvery: Int? = nil, rate: Int? = nil, flip: String? = nil, dropAnswer: String? = nil,
         replacement: String? = nil, logPath: String
     ) async throws {
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../Servers/cut_proxy.py").standardized.path
@@ -195,7 +196,7 @@ public final class CutProxy: @unchecked Sendable {
         child = try ChildProcess(
             executable: python,
             arguments: prefix + [script, "--target", "127.0.0.1:\(target)"] + (cutAt.map { ["--cut-at", String($0)] } ?? [])
-                + (rate.map { ["--rate", String($0)] } ?? []) + (flip.map { ["--flip", $0] } ?? [])
+                + (cutEvery.map { ["--cut-every", String($0)] } ?? []) + (rate.map { ["--rate", String($0)] } ?? []) + (flip.map { ["--flip", $0] } ?? [])
                 + (dropAnswer.map { ["--drop-answer", $0] } ?? []) + (replacement.map { ["--replacement", $0] } ?? []),
             logPath: logPath)
         let line = try await child.readStdoutLine { $0.hasPrefix("{\"listening\"") }

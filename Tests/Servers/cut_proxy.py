@@ -2,8 +2,10 @@
 """A TCP proxy for tests: forwards 127.0.0.1:<port> to --target, counts the bytes clients send
 through it (request heads and bodies), and with --cut-at N cuts the connection that carries the Nth
 byte (the first time only): the client's side is reset, the server sees the request end early.
+With --cut-every N, every connection is cut so once it has carried N bytes from its client: a thin
+link that drops again and again.
 
-    python3 Tests/Servers/cut_proxy.py --target 127.0.0.1:9000 [--cut-at 40000000] [--rate 16777216]
+    python3 Tests/Servers/cut_proxy.py --target 127.0.0.1:9000 [--cut-at 40000000 | --cut-every 262144] [--rate 16777216]
 
 Prints one line {"listening": PORT} when ready. A connection whose first bytes are "STATS\\n" gets
 {"upstream_bytes": N, "cuts": C, "connections": K, "most_in_flight": M} and is closed; a request
@@ -28,6 +30,8 @@ replacement = None  # what the client gets instead of the dropped answer (a whol
 flip = None  # the marker whose first byte is flipped, once
 in_flight = set()  # connections (their client sockets) whose request awaits the server's answer
 cut_at = None
+cut_every = None  # every connection is cut once it has carried this many bytes from its client
+carried = {}  # client socket -> bytes it has sent through, with --cut-every
 rate = None  # upstream bytes per second per connection, when set
 
 
@@ -58,6 +62,15 @@ def forward_upstream(data, sink, pair):
         if cutting:
             data = data[: max(0, cut_at - before)]
             stats["cuts"] += 1
+        elif cut_every is not None:
+            so_far = carried.get(pair[0], 0)
+            cutting = so_far + len(data) >= cut_every
+            if cutting:
+                data = data[: max(0, cut_every - so_far)]
+                stats["cuts"] += 1
+                carried.pop(pair[0], None)
+            else:
+                carried[pair[0]] = so_far + len(data)
         stats["upstream_bytes"] += len(data)
         if flip and stats["flips"] == 0 and flip in data:
             at = data.index(flip)
@@ -163,10 +176,11 @@ def handle(client, target):
 
 
 def main():
-    global cut_at
+    global cut_at, cut_every
     parser = argparse.ArgumentParser()
     parser.add_argument("--target", required=True)
     parser.add_argument("--cut-at", type=int)
+    parser.add_argument("--cut-every", type=int, help="cut every connection once it has carried this many bytes")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--rate", type=int, help="upstream bytes per second per connection")
     parser.add_argument("--flip", help="flip a bit of the first occurrence of this text, once")
@@ -180,6 +194,7 @@ def main():
     drop_answer = re.compile(args.drop_answer.encode()) if args.drop_answer else None
     flip = args.flip.encode() if args.flip else None
     cut_at = args.cut_at
+    cut_every = args.cut_every
     rate = args.rate
     host, port = args.target.rsplit(":", 1)
     target = (host, int(port))
