@@ -29,9 +29,9 @@ public struct TusUploadMachine: Sendable {
         /// `sha512`); otherwise `sha1`, when offered.
         public var preferredChecksum: String?
         /// Whether the creation request may carry the file (creation-with-upload). The sender says
-        /// no once an attempt has ended with no upload on record: a creation whose answer never
-        /// came loses what it carried, so on a link that drops every such request the file would
-        /// never get through, where an empty creation gets the URL first and the appends resume.
+        /// no after a failed attempt: a creation whose answer never came loses what it carried, so
+        /// on a link that drops every such request the file would never get through, where an
+        /// empty creation gets the URL first and the appends resume.
         public var uploadsDuringCreation: Bool
 
         public init(
