@@ -81,7 +81,7 @@ struct ResumableUploadMachineTests {
 
     @Test("whole_body_limit 0 (the sender's choice after a failed attempt): a small file, too, is created empty where resumption is offered")
     func noWholeBody() {
-        var empty = ResumableScript(length: 0, wholeBodyLimit: 0)
+        let empty = ResumableScript(length: 0, wholeBodyLimit: 0)
         #expect(empty.last == .create(bodyLength: 0, complete: true), "an empty file is whole in its creation")
         for length: Int64 in [1, 100] {
             var offered = ResumableScript(length: length, wholeBodyLimit: 0)
