@@ -553,7 +553,7 @@ class Bench:
         if gopeer:
             peers["go net/http, 1 worker"] = peer_go(gopeer, 1)
             peers["go net/http, 4 workers"] = peer_go(gopeer, 4)
-        else:
+        elif not self.args.skip_peers:
             log("   no Go toolchain (scripts/install-deps.sh --bench installs golang-go): the Go peer is not measured")
         # ferryd as installed (the default upload slots), and with more slots: how much of the rate is the
         # latency of each upload's chain (claim, body, request, commits) rather than CPU.
