@@ -185,7 +185,10 @@ public struct TusUploadMachine: Sendable {
         current = confirmed != nil || withBody == 0
         notices.append(.created(offset: created.offset))
         progress.count(offset: created.offset)
-        phase = .recording(then: nil)
+        // A creation that carried the whole file (or an empty file) is the upload's last request: its
+        // answer (with the upload's Location, and what a server's finish hook put in it) is the result.
+        let complete = current && created.offset >= settings.length
+        phase = .recording(then: complete ? .finish(.answered(answer(status, headers, body))) : nil)
         return .record(created)
     }
 
@@ -255,7 +258,7 @@ public struct TusUploadMachine: Sendable {
             progress.count(offset: offset)
             let updated = ResumableUpload(url: sent.url, offset: offset, expires: Self.expiry(headers) ?? sent.expires, endpointKey: sent.endpointKey)
             upload = updated
-            phase = .recording(then: offset >= settings.length ? .finish(.answered(answer(status, headers, []))) : nil)
+            phase = .recording(then: offset >= settings.length ? .finish(.answered(answer(status, headers, body))) : nil)
             return .record(updated)
         case 409:
             // Our offset is not the server's, or the server is busy with the upload: ask.

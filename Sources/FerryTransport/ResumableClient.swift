@@ -132,7 +132,8 @@ public final class ResumableClient: Sendable {
         var headers = transfer.headers(for: url)
         headers.append(("Upload-Offset", String(range.lowerBound)))
         headers.append(("Upload-Complete", ResumableFields.boolean(complete)))
-        headers.append(("Upload-Length", String(transfer.length)))
+        // No Upload-Length: the creation declared it, and tusd refuses it on an append to an upload
+        // whose length is known (400 ERR_INVALID_UPLOAD_LENGTH).
         if complete, transfer.interop.closesConnectionAfterCompletingAppend { headers.append(("Connection", "close")) }
         let request = UploadRequest(
             url: url, method: "PATCH", headers: headers, bodyPath: range.isEmpty ? nil : transfer.source.procPath, bodyOffset: range.lowerBound,

@@ -92,7 +92,7 @@ public final class TusClient: Sendable {
             case .finish(let report):
                 return ResumableTransferResult(report: report, bytesSent: machine.bytesSent, upload: machine.upload, progressed: machine.progressed)
             case .discover:
-                action = machine.discovered(await discover(transfer.endpoint, headers: transfer.headers, logger: logger))
+                action = machine.discovered(await discover(transfer.endpoint, headers: transfer.headers, digest: transfer.preferredChecksum, logger: logger))
             case .create(let bodyLength, let checksum, let sendsKey):
                 action = machine.created(await create(transfer, bodyLength: bodyLength, checksum: checksum ? machine.checksumAlgorithm : nil, sendsKey: sendsKey,
                                                       logger: logger, progress: progress))
@@ -230,11 +230,15 @@ public final class TusClient: Sendable {
     /// The server's capabilities, from `OPTIONS` (kept for ten minutes per endpoint; uploads that
     /// start together share one request). A server that answers `OPTIONS` with a 4xx is taken to
     /// support the creation extension only; a 5xx or no answer fails the attempt.
-    func discover(_ endpoint: String, headers: [(name: String, value: String)], logger: Logger) async -> Result<TusCapabilities, TusDiscoveryFailure> {
+    /// With `digest` (the spool's, as tus names it) that the server does not offer, a warning says
+    /// so once per discovery: the spool asked for a check this server will not make.
+    func discover(
+        _ endpoint: String, headers: [(name: String, value: String)], digest: String? = nil, logger: Logger
+    ) async -> Result<TusCapabilities, TusDiscoveryFailure> {
         let now = ContinuousClock.now
         let task = discovered.withLock { known -> Task<Result<TusCapabilities, TusDiscoveryFailure>, Never> in
             if let (task, at) = known[endpoint], now - at < .seconds(600) { return task }
-            let task = Task { await self.askCapabilities(endpoint, headers: headers, logger: logger) }
+            let task = Task { await self.askCapabilities(endpoint, headers: headers, digest: digest, logger: logger) }
             known[endpoint] = (task, now)
             return task
         }
@@ -248,7 +252,9 @@ public final class TusClient: Sendable {
         return result
     }
 
-    private func askCapabilities(_ endpoint: String, headers: [(name: String, value: String)], logger: Logger) async -> Result<TusCapabilities, TusDiscoveryFailure> {
+    private func askCapabilities(
+        _ endpoint: String, headers: [(name: String, value: String)], digest: String?, logger: Logger
+    ) async -> Result<TusCapabilities, TusDiscoveryFailure> {
         var all = headers
         all.append(("Tus-Resumable", Self.version))
         var capabilities = TusCapabilities()
@@ -265,6 +271,14 @@ public final class TusClient: Sendable {
                 "max_size": "\(capabilities.maxSize.map(String.init) ?? "-")",
                 "checksums": "\(capabilities.checksumAlgorithms.sorted().joined(separator: ","))",
             ])
+            if let digest, capabilities.checksumAlgorithm(preferring: digest) != digest {
+                let instead = capabilities.checksumAlgorithm(preferring: nil).map { "each piece carries a \($0) checksum instead" }
+                    ?? "no piece carries a checksum"
+                logger.warning("""
+                    the tus server does not offer \(digest) checksums (its checksum extension and Tus-Checksum-Algorithm), \
+                    so it does not check the spool's digest: \(instead)
+                    """, metadata: ["status": "\(status)"])
+            }
             return .success(capabilities)
         case .failed(let failure, _):
             return .failure(TusDiscoveryFailure(message: failure.message))

@@ -256,6 +256,13 @@ struct ResumableUploadMachineTests {
         var unknown = ResumableScript(length: 10, interop: .v6)
         unknown.reply(ResumableScript.answer(400, ["Upload-Draft-Interop-Version": "7"]))
         #expect(unknown.report.map { "\($0)".contains("which Ferry does not (it speaks 6 and 9)") } == true)
+        // tusd without the experimental protocol, or at an interop version it does not know, is a tus
+        // server: it refuses a request without Tus-Resumable with 412.
+        var tus = ResumableScript(length: 10)
+        tus.reply(ResumableScript.answer(412, ["Tus-Resumable": "1.0.0"], body: "ERR_UNSUPPORTED_VERSION"))
+        guard case .answered(let answer)? = tus.report else { Issue.record("no answer: \(tus.last)"); return }
+        #expect(answer.hint?.hasPrefix("the server speaks tus (it answered with Tus-Resumable): set protocol = \"tus\"") == true)
+        #expect(answer.hint?.contains("interop_version = 6") == true)
     }
 
     @Test("an expired upload is not continued; the server's lifetime limit sets the expiry that is recorded")

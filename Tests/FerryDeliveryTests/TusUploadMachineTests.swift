@@ -104,6 +104,28 @@ struct TusUploadMachineTests {
         #expect(!small.actions.contains { if case .append = $0 { true } else { false } }, "one request for the whole file")
     }
 
+    @Test("the last request's answer is the result, headers and body: a creation that carried the file, or the last PATCH")
+    func finalAnswerKept() {
+        let body = Array(#"{"id":"y","url":"https://media.example/y"}"#.utf8)
+        let created: [(name: String, value: String)] = [("Location", "https://tus.example/files/y"), ("Upload-Offset", "1000")]
+        var whole = TusScript(length: 1000)
+        whole.discover("creation,creation-with-upload")
+        whole.reply(.answer(status: 201, headers: created, body: body, bytesSent: 1000))
+        #expect(whole.report == .answered(ServerAnswer(status: 201, headers: created, body: body)))
+
+        var empty = TusScript(length: 0)
+        empty.discover("creation")
+        empty.reply(.answer(status: 201, headers: [("Location", "/files/e")], body: body, bytesSent: 0))
+        #expect(empty.report == .answered(ServerAnswer(status: 201, headers: [("Location", "/files/e")], body: body)))
+
+        var patched = TusScript(length: 1000)
+        patched.discover("creation")
+        patched.reply(TusScript.answer(201, ["Location": "/files/p"]))
+        #expect(patched.last == .append(url: "https://tus.example/files/p", offset: 0, length: 1000, checksum: false))
+        patched.reply(.answer(status: 204, headers: [("Upload-Offset", "1000")], body: body, bytesSent: 1000))
+        #expect(patched.report == .answered(ServerAnswer(status: 204, headers: [("Upload-Offset", "1000")], body: body)))
+    }
+
     @Test("creation with a body but no Upload-Offset in the answer: ask with HEAD")
     func creationWithoutOffset() {
         var script = TusScript(length: 1 << 20)

@@ -79,6 +79,26 @@ struct TusProtocolTests {
         }
     }
 
+    @Test("The answer kept is the last request's (the creation that carried the file, with its Location); a digest the server does not check is warned of")
+    func answerAndUncheckedDigest() async throws {
+        try await withTus(options: ["digest = \"sha-256\""]) { harness, server in
+            try await harness.start()
+            try harness.drop("small.txt", pseudoRandomBytes(50_000, seed: 81))
+            try harness.drop("large.bin", pseudoRandomBytes((4 << 20) + 1, seed: 82))
+            _ = try await waitForCompleted(2, on: server)
+            try await harness.waitForQuiet()
+            let done = try await jobs(harness)
+            let small = try #require(done.first { $0.displayPath == "small.txt" })
+            #expect(small.state == .done && small.responseStatus == 201, "the creation carried the whole file: \(small)")
+            let location = small.responseHeaders.first { $0.name == "location" }?.value
+            #expect(location?.hasPrefix(server.url) == true, "the upload's URL is kept: \(small.responseHeaders)")
+            let large = try #require(done.first { $0.displayPath == "large.bin" })
+            #expect(large.state == .done && large.responseStatus == 204, "the last PATCH's answer: \(large)")
+            let log = harness.daemon?.log ?? ""
+            #expect(log.contains("the tus server does not offer sha256 checksums"), "\(log.suffix(3000))")
+        }
+    }
+
     @Test("A connection cut at 60% of 64 MiB resumes: the server receives the file once, not 160%")
     func resumesAfterCut() async throws {
         let size = 64 << 20

@@ -10,7 +10,7 @@ gets a 104 with Location and Upload-Limit, then (Upload-Complete: ?0) 201 with L
 Upload-Offset, or (?1, all read) the application's 200 with JSON {id, size, sha256}. HEAD reports
 Upload-Offset, Upload-Complete, Upload-Length, Upload-Limit; PATCH needs Content-Type
 application/partial-upload and the right Upload-Offset (else 409 with the server's offset and a
-problem document); DELETE forgets the upload. Bytes read before a connection breaks are kept.
+problem document), and refuses an Upload-Length once the length is known (400, as tusd does); DELETE forgets the upload. Bytes read before a connection breaks are kept.
 
 Faults: --max-append-size answers a larger PATCH with 413 (and announces the limit, unless
 --hide-limits); --conflict-once loses the last 1000 bytes of an upload when the first PATCH at a
@@ -228,6 +228,10 @@ class Handler(BaseHTTPRequestHandler):
         if upload["complete"]:
             return self.refuse(entry, length, 400, [("Content-Type", "application/problem+json")],
                                json.dumps({"type": "https://iana.org/assignments/http-problem-types#completed-upload"}).encode())
+        if self.headers.get("Upload-Length") is not None and upload["length"] is not None:
+            # tusd's rule (the draft allows a consistent value): a length already known is not declared again.
+            return self.refuse(entry, length, 400, [("Content-Type", "text/plain")],
+                               b"ERR_INVALID_UPLOAD_LENGTH: invalid Upload-Length header")
         self.take_over(upload)
         if options.conflict_once and not faults["conflict"] and offset > 0:
             faults["conflict"] = True
