@@ -31,6 +31,9 @@ public struct ResumableTransfer: Sendable {
     public var idempotencyKey: String
     /// Files up to this long go whole in the creation request (``ResumableUploadMachine/Settings/wholeBodyLimit``).
     public var wholeBodyLimit = ResumableUploadMachine.defaultWholeBodyLimit
+    /// The file's name, sent on the creation request as `Content-Disposition` (unless the configured
+    /// headers set one): how tusd's draft handler names the upload.
+    public var filename: String?
 
     public init(
         endpoint: String, method: String, endpointKey: String, headers: [(name: String, value: String)], trustedOrigins: Set<HTTPOrigin>,
@@ -117,6 +120,9 @@ public final class ResumableClient: Sendable {
         var headers = transfer.headers(for: transfer.endpoint)
         headers.append(("Upload-Complete", ResumableFields.boolean(complete)))
         headers.append(("Upload-Length", String(transfer.length)))
+        if let filename = transfer.filename, HTTPHeaders.value("Content-Disposition", in: headers) == nil {
+            headers.append(("Content-Disposition", ContentDisposition.attachment(filename: filename)))
+        }
         let request = UploadRequest(
             url: transfer.endpoint, method: transfer.method, headers: headers, bodyPath: bodyLength > 0 ? transfer.source.procPath : nil,
             contentLength: bodyLength, contentType: transfer.contentType, idempotencyKey: transfer.idempotencyKey,

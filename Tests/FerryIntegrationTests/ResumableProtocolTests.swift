@@ -52,7 +52,7 @@ struct ResumableProtocolTests {
     func delivers(_ kind: ResumableServer.Kind) async throws {
         try await withResumable(kind) { harness, server, _ in
             try await harness.start()
-            let files: [(String, Int)] = [("empty.json", 0), ("note.txt", 100_000), ("clip.mp4", 5 * Self.mib + 17), ("scan.pdf", 9 * Self.mib)]
+            let files: [(String, Int)] = [("empty.json", 0), ("note «1» \"a\".txt", 100_000), ("clip.mp4", 5 * Self.mib + 17), ("scan.pdf", 9 * Self.mib)]
             var contents: [String: [UInt8]] = [:]
             for (index, (name, size)) in files.enumerated() {
                 contents[name] = pseudoRandomBytes(size, seed: UInt64(index + 300))
@@ -64,6 +64,9 @@ struct ResumableProtocolTests {
             #expect(Set(stats.completed.map(\.sha256)) == Set(contents.values.map(sha256Hex)), "every file arrived byte-exact")
             #expect(stats.completed.allSatisfy { $0.path == "/upload" })
             #expect(stats.completed.contains { $0.size == 5 * Self.mib + 17 && $0.contentType == "video/mp4" })
+            if kind == .python {
+                #expect(Set(stats.completed.compactMap(\.filename)) == Set(contents.keys), "Content-Disposition names each file")
+            }
             #expect(stats.counts["OPTIONS"] == 1, "support is discovered once per endpoint, and only for large files")
             #expect(stats.counts["POST"] == 4)
             #expect(stats.counts["PATCH"] == 2, "the two large files: one append each")

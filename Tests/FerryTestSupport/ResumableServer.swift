@@ -25,12 +25,15 @@ public struct ResumableStats: Decodable, Sendable {
         public var size: Int
         public var sha256: String
         public var contentType: String?
+        /// The name in the creation's `Content-Disposition` (Python server).
+        public var filename: String?
     }
     /// A request a server that knows nothing of the draft took as a whole file (Python server).
     public struct Ordinary: Decodable, Sendable {
         public var path: String
         public var size: Int
         public var sha256: String
+        public var filename: String?
     }
     /// An upload the server holds (Python server).
     public struct Upload: Decodable, Sendable {

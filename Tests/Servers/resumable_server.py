@@ -21,7 +21,7 @@ read and dropped, so the client always gets the answer. GET /__stats answers wha
 
 Prints one line {"listening": "http://127.0.0.1:PORT"} when ready.
 """
-import argparse, hashlib, json, os, signal, sys, threading
+import argparse, email.message, email.utils, hashlib, json, os, signal, sys, threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 lock = threading.Lock()
@@ -122,12 +122,24 @@ class Handler(BaseHTTPRequestHandler):
             return self.path[len("/uploads/"):]
         return None
 
+    def disposition_filename(self):
+        """The file name in the request's Content-Disposition, read by Python's email package (a parser
+        that is not Ferry's). It lists an RFC 2231 `filename*` after the plain `filename`, decoded;
+        the last is taken, as RFC 6266 says (`filename*` wins)."""
+        value = self.headers.get("Content-Disposition")
+        if value is None:
+            return None
+        message = email.message.Message()
+        message["Content-Disposition"] = value
+        found = [v for k, v in message.get_params(header="content-disposition") or [] if k.lower() == "filename"]
+        return email.utils.collapse_rfc2231_value(found[-1]) if found else None
+
     def finish_upload(self, uid, upload):
         digest = hashlib.sha256(upload["data"]).hexdigest()
         size = len(upload["data"])
         with lock:
             state["completed"].append({"id": uid, "size": size, "sha256": digest, "path": upload["path"],
-                                       "content_type": upload["content_type"]})
+                                       "content_type": upload["content_type"], "filename": upload["filename"]})
         return json.dumps({"id": uid, "size": size, "sha256": digest}).encode()
 
     def refuse(self, entry, length, status, headers=(), body=b""):
@@ -168,14 +180,15 @@ class Handler(BaseHTTPRequestHandler):
             hasher = hashlib.sha256()
             got = self.read_body(entry, length, hasher.update)
             with lock:
-                state["ordinary"].append({"path": self.path, "size": got, "sha256": hasher.hexdigest(),
+                state["ordinary"].append({"path": self.path, "size": got, "sha256": hasher.hexdigest(), "filename": self.disposition_filename(),
                                           "upload_complete": self.headers.get("Upload-Complete")})
             return self.answer(entry, 200, [("Content-Type", "application/json")], json.dumps({"size": got, "sha256": hasher.hexdigest()}).encode())
         with lock:
             uid = str(state["next_id"])
             state["next_id"] += 1
             upload = {"data": bytearray(), "length": sf_int(self.headers.get("Upload-Length")), "complete": False, "path": self.path,
-                      "content_type": self.headers.get("Content-Type"), "generation": 0, "lock": threading.Lock()}
+                      "content_type": self.headers.get("Content-Type"), "filename": self.disposition_filename(),
+                      "generation": 0, "lock": threading.Lock()}
             uploads[uid] = upload
         location = "/uploads/" + uid
         # 104 Upload Resumption Supported: an interim response with the upload's URL.

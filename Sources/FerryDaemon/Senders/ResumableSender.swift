@@ -33,6 +33,7 @@ struct ResumableSender: Sender {
         // After a failed attempt (a creation's answer may have been lost with the whole file it
         // carried), a server that offers resumption gets the upload's URL before any byte.
         if job.attempts > 0 { transfer.wholeBodyLimit = 0 }
+        transfer.filename = job.baseName
         tracker.sending(total: job.identity.size, confirmed: known?.offset)
         let result = try await client.send(transfer, logger: logger, record: tracker.recordingUploads(in: store), progress: { tracker.sent($0) })
         return SendResult(result, source: source)
