@@ -327,9 +327,9 @@ public struct ResumableUploadMachine: Sendable {
             hint = known.contains(theirs)
                 ? "the server speaks interop version \(theirs) of the resumable upload draft: set interop_version = \(theirs)"
                 : "the server speaks interop version \(theirs) of the resumable upload draft, which Ferry does not (it speaks \(known.joined(separator: " and ")))"
-        } else if (400..<500).contains(status), HTTPHeaders.value("Tus-Resumable", in: headers) != nil {
+        } else if (400..<500).contains(status), HTTPHeaders.value("Tus-Resumable", in: headers) ?? HTTPHeaders.value("Tus-Version", in: headers) != nil {
             hint = """
-                the server speaks tus (it answered with Tus-Resumable): set protocol = "tus"; for tusd's \
+                the server speaks tus (it answered with Tus-Resumable or Tus-Version): set protocol = "tus"; for tusd's \
                 experimental support of the draft, set interop_version = 6 and start tusd with -enable-experimental-protocol
                 """
         } else if status == 413, settings.chunkSize == nil {

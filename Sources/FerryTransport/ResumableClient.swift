@@ -192,6 +192,14 @@ public final class ResumableClient: Sendable {
             logger.debug("resumable upload support", metadata: [
                 "status": "\(status)", "offered": "\(offered)", "limit": "\(HTTPHeaders.value("Upload-Limit", in: headers) ?? "-")",
             ])
+            if !offered, HTTPHeaders.value("Tus-Resumable", in: headers) ?? HTTPHeaders.value("Tus-Version", in: headers) != nil {
+                // tusd without its experimental protocol, or asked at an interop version it does not know.
+                logger.warning("""
+                    the server speaks tus (its OPTIONS answer has Tus-Resumable or Tus-Version) and offers no resumable upload at interop \
+                    version \(transfer.interop.headerValue): set protocol = "tus", or, for tusd started with \
+                    -enable-experimental-protocol, interop_version = 6
+                    """)
+            }
             return offered ? .offered(UploadLimit(headers: headers, interop: transfer.interop) ?? UploadLimit()) : .notOffered
         case .failed(let failure, _):
             return .failed(failure.message)

@@ -303,4 +303,26 @@ struct ResumableProtocolTests {
             #expect(try server.stats().completed.isEmpty)
         }
     }
+
+    @Test("A tus server given to a resumable spool: the file is set aside (412), and the log and the reason say to use tus")
+    func tusServer() async throws {
+        let directory = try TemporaryDirectory("ferry-resumable-tus")
+        let server = try await TusServer.start(filesDirectory: directory.url("files"))
+        do {
+            try await withDaemonHarness(spools: [TestSpool(options: ["protocol = \"resumable\""])], url: server.url + "/") { harness in
+                try await harness.start()
+                try harness.drop("scan.pdf", pseudoRandomBytes(5 * Self.mib, seed: 320))
+                let path = harness.spoolPath() + "/.failed/scan.pdf.error.json"
+                try await waitUntil("the file set aside with its reason") { fileExists(path) }
+                let sidecar = try String(contentsOfFile: path, encoding: .utf8)
+                #expect(sidecar.contains("412") && sidecar.contains(#"the server speaks tus"#), "\(sidecar)")
+                #expect(harness.daemon?.log.contains("the server speaks tus (its OPTIONS answer has") == true)
+                #expect(try await server.stats().completed.isEmpty)
+            }
+        } catch {
+            try? await server.stop()
+            throw error
+        }
+        try await server.stop()
+    }
 }
