@@ -12,7 +12,7 @@ extension S3UploadMachine {
         switch response {
         case .partsListed(let page, let next):
             let all = found + page
-            if let next, pages + 1 < Self.listingPageLimit {
+            if let next, pages + 1 < listingPageLimit {
                 phase = .listing(found: all, pages: pages + 1)
                 return .listParts(url: upload.url, marker: next)
             }

@@ -68,8 +68,11 @@ public struct S3UploadMachine: Sendable {
     public static let partRejectionLimit = 3
     /// Requests in a row that confirm nothing new before the attempt ends.
     public static let requestsWithoutProgressLimit = 16
-    /// ListParts pages read in one listing (1,000 parts a page: 10,000 parts, and margin).
-    public static let listingPageLimit = 20
+    /// ListParts page size asked for: 100 parts fit the 64 KiB of an answer that is kept.
+    public static let listingPageSize = 100
+    /// ListParts pages read in one listing: every part of the file at ``listingPageSize`` a page,
+    /// and margin (a server may send smaller pages). Past it, unlisted parts are sent again.
+    public var listingPageLimit: Int { max(20, settings.partCount / Self.listingPageSize + 2) }
 
     enum Phase: Sendable {
         case ready, putting, creating, abandoning, listing(found: [UploadPart], pages: Int), sending

@@ -70,9 +70,6 @@ public final class S3Client: Sendable {
 
     public init(uploader: Uploader) { self.uploader = uploader }
 
-    /// ListParts page size: 100 parts fit the 64 KiB of an answer that is kept.
-    static let partsPerPage = 100
-
     public func send(
         _ transfer: S3Transfer, logger: Logger,
         record: @escaping @Sendable (S3UploadMachine.Record) async throws -> Void,
@@ -212,7 +209,7 @@ public final class S3Client: Sendable {
     }
 
     private func listParts(_ transfer: S3Transfer, url: String, marker: Int?, logger: Logger) async -> S3UploadMachine.Response {
-        var query = "max-parts=\(Self.partsPerPage)"
+        var query = "max-parts=\(S3UploadMachine.listingPageSize)"
         if let marker { query += "&part-number-marker=\(marker)" }
         let result = await send(transfer, method: "GET", url: url + "&" + query, headers: [], logger: logger)
         guard case .answer(let status, _, let body) = result.outcome, (200..<300).contains(status),

@@ -170,6 +170,35 @@ struct S3UploadMachineTests {
         #expect(actions.contains(.record(.upload(ResumableUpload(url: Self.url, offset: 5 * Self.mib, endpointKey: "E"), parts: [Self.part(1)]))))
     }
 
+    @Test("a listing follows every page a file's parts fill (2,500 parts: 25 pages of 100), and a server that keeps paging is bounded")
+    func longListing() {
+        let settings = S3UploadMachine.Settings(length: 2_500 * 5 * Self.mib, partSize: 5 * Self.mib, multipartThreshold: 5 * Self.mib, endpointKey: "E")
+        let known = ResumableUpload(url: Self.url, offset: 0, endpointKey: "E")
+        var machine = S3UploadMachine(settings: settings, known: known, parts: [])
+        #expect(machine.listingPageLimit == 27)
+        var action = machine.start()
+        var pages = 0
+        while case .listParts(_, let marker) = action {
+            #expect(marker == (pages == 0 ? nil : pages * 100))
+            let page = (pages * 100 + 1...pages * 100 + 100).map { Self.part($0) }
+            pages += 1
+            action = machine.listed(.partsListed(page, next: pages < 25 ? pages * 100 : nil))
+        }
+        #expect(pages == 25, "every page is read")
+        guard case .record(.upload(_, let parts)) = action else { Issue.record("no record after the listing: \(action)"); return }
+        #expect(parts.count == 2_500, "every listed part is kept, none sent again")
+
+        // A server that never stops paging: the listing ends at the bound, with what it listed.
+        var endless = S3UploadMachine(settings: Self.threeParts, known: known, parts: [])
+        action = endless.start()
+        var asked = 0
+        while case .listParts = action, asked < 100 {
+            asked += 1
+            action = endless.listed(.partsListed([], next: asked))
+        }
+        #expect(asked == endless.listingPageLimit && asked == 20)
+    }
+
     @Test("the server lost the upload (NoSuchUpload): forget it, create a new one")
     func lostUpload() {
         let known = ResumableUpload(url: Self.url, offset: 5 * Self.mib, endpointKey: "E")
