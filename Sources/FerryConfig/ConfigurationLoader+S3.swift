@@ -46,6 +46,12 @@ extension ConfigurationLoader {
                 context.report(reader.path.appending("part_size"), "\(partSize) bytes is more than S3's largest part (5 GiB)")
             }
             let threshold = reader.size("multipart_threshold", minimum: S3Settings.minimumPartSize)
+            if let threshold, threshold > S3Settings.maximumPartSize {
+                context.report(reader.path.appending("multipart_threshold"), """
+                    \(threshold) bytes is more than S3 takes in one PutObject (5 GiB): a file that size would be refused \
+                    (EntityTooLarge); use at most "5GiB"
+                    """)
+            }
             let partConcurrency = reader.int("part_concurrency", in: 1...S3Settings.maximumPartConcurrency) ?? 1
             var checksum = S3Settings.Checksum.crc32c
             if let text = reader.string("checksum") {
@@ -61,7 +67,17 @@ extension ConfigurationLoader {
             }
             // The URL is read by the spool; its host decides the default addressing.
             let host = reader.string("url").flatMap { URLComponents(string: $0)?.host?.lowercased() } ?? ""
-            let resolvedAddressing = addressing ?? (host.hasSuffix(".amazonaws.com") ? .virtual : .path)
+            // A bucket with dots cannot be a TLS host name under AWS's wildcard certificates
+            // (*.s3.region.amazonaws.com covers one label): such a bucket is reached by path, as the SDKs do.
+            let https = reader.string("url")?.lowercased().hasPrefix("https:") ?? false
+            let dotted = bucket?.contains(".") ?? false
+            let resolvedAddressing = addressing ?? (host.hasSuffix(".amazonaws.com") && !(https && dotted) ? .virtual : .path)
+            if addressing == .virtual, https, dotted, host.hasSuffix(".amazonaws.com") {
+                context.report(reader.path.appending("addressing"), """
+                    bucket "\(bucket ?? "")" has dots, which AWS's TLS certificates do not cover as a virtual \
+                    host (bucket.host): use addressing = "path"
+                    """)
+            }
             if let bucket { Self.checkBucket(bucket, addressing: resolvedAddressing, reader: reader) }
             Self.checkEndpoint(reader)
             guard let bucket, let key, let accessKeyID, let secretAccessKey else {

@@ -32,6 +32,13 @@ struct S3ConfigurationTests {
         let local = try loader(environment: Self.environment).parse(
             Self.s3Spool.replacingOccurrences(of: "https://s3.eu-west-1.amazonaws.com", with: "http://127.0.0.1:9000"), path: "/etc/ferry/ferry.toml")
         #expect(local.spools.first?.s3?.addressing == .path, "path-style off AWS")
+        let dotted = try loader(environment: Self.environment).parse(
+            Self.s3Spool.replacingOccurrences(of: "acme-archives", with: "acme.archives"), path: "/etc/ferry/ferry.toml")
+        #expect(dotted.spools.first?.s3?.addressing == .path, "a bucket with dots is no TLS host name under AWS's certificates")
+        let dottedPlain = try loader(environment: Self.environment).parse(
+            Self.s3Spool.replacingOccurrences(of: "acme-archives", with: "acme.archives").replacingOccurrences(of: "https:", with: "http:"),
+            path: "/etc/ferry/ferry.toml")
+        #expect(dottedPlain.spools.first?.s3?.addressing == .virtual, "over plain HTTP no certificate is checked")
     }
 
     @Test("mistakes name the file, line and key, and say what to write", arguments: [
@@ -45,6 +52,7 @@ struct S3ConfigurationTests {
         ("storage_class = \"cheap one\"", "is not a storage class"),
         ("part_concurrency = 0", "spool[0].part_concurrency: 0 is out of range; use 1 to 8"),
         ("part_concurrency = 16", "spool[0].part_concurrency: 16 is out of range; use 1 to 8"),
+        ("multipart_threshold = \"6GiB\"", "spool[0].multipart_threshold: 6442450944 bytes is more than S3 takes in one PutObject (5 GiB)"),
     ])
     func mistakes(_ line: String, _ message: String) {
         expectOneIssue(Self.s3Spool + "\n" + line, message, loader: loader(environment: Self.environment))
@@ -67,6 +75,10 @@ struct S3ConfigurationTests {
         let underscore = issues(Self.s3Spool.replacingOccurrences(of: "acme-archives", with: "acme_archives"),
                                 loader: loader(environment: Self.environment)).map(\.description)
         #expect(underscore.contains { $0.contains("cannot be a host name") }, "\(underscore)")
+        let dottedVirtual = issues(Self.s3Spool.replacingOccurrences(of: "acme-archives", with: "acme.archives") + "\naddressing = \"virtual\"",
+                                   loader: loader(environment: Self.environment)).map(\.description)
+        #expect(dottedVirtual.contains { $0.contains("spool[0].addressing: bucket \"acme.archives\" has dots") && $0.contains("use addressing = \"path\"") },
+                "\(dottedVirtual)")
         let field = issues(Self.s3Spool + "\n  [spool.fields]\n  Camera = \"north\"", loader: loader(environment: Self.environment)).map(\.description)
         #expect(field.contains { $0.contains("x-amz-meta-Camera") }, "\(field)")
         let header = issues(Self.s3Spool + "\n  [spool.headers]\n  x-amz-meta-camera = \"north\"", loader: loader(environment: Self.environment)).map(\.description)
