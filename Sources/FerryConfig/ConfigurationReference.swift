@@ -124,7 +124,7 @@ public enum ConfigurationReference {
               "`s3` only: parts of one file written at once (1 to 8). Over plain HTTP the next part starts once one has been written whole, while that one waits for its answer (over TLS, once it is answered). A cut connection or a `kill -9` costs the parts being written, so 1 bounds that to one part, and the part written whole before it if the server did not get it all (a link that fails with its last bytes still queued; one the server stored is read back and kept); raise it for servers that are faster with several connections (see docs/PERFORMANCE.md)"),
         .init(.spool, ["checksum"],
               default: "`crc32c`",
-              "`s3` only: `crc32c`, `sha256` or `none`; sent as `x-amz-checksum-*` on every part and object, and the object's checksum checked at completion when the server returns one: a composite (`…-N`) against the parts' checksums, a full-object CRC-32C against the one combined from the parts' CRCs and lengths (a full-object SHA-256 cannot be derived from the parts and is not checked)"),
+              "`s3` only: `crc32c`, `sha256` or `none`; sent as `x-amz-checksum-*` on every part and object, and the object's checksum checked at completion when the server returns one: a composite (`…-N`) against the parts' checksums, a full-object CRC-32C against the one combined from the parts' CRCs and lengths (a full-object SHA-256 cannot be derived from the parts and is not checked) (a server that takes no `x-amz-checksum-*`, such as Backblaze B2, needs `none`: its refusal says so)"),
         .init(.spool, ["storage_class"],
               default: "the bucket's",
               "`s3` only: `x-amz-storage-class` (`STANDARD_IA`, `GLACIER_IR`, …)"),

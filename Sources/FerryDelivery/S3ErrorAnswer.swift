@@ -66,13 +66,21 @@ public struct S3ErrorAnswer: Sendable, Equatable {
         if let code {
             hint = "S3 \(code)"
             if let message, !message.isEmpty { hint += ": " + Self.clean(message) }
-            if let advice = Self.advice[code] { hint += " — " + advice }
+            if let advice = Self.advice[code] ?? Self.checksumUnsupportedAdvice(code: code, message: message) { hint += " — " + advice }
         } else if (200..<300).contains(status) {
             hint = "the answer was not the document S3 sends"
         }
         return ServerAnswer(
             status: status, body: body, contentType: contentType, retryAfter: retryAfter, during: during,
             hint: hint.isEmpty ? nil : hint, verdict: verdict)
+    }
+
+    /// A server without S3's additional checksums (Backblaze B2 refuses `x-amz-checksum-*` with
+    /// 400 `InvalidArgument`, naming the header) needs `checksum = "none"`.
+    static func checksumUnsupportedAdvice(code: String, message: String?) -> String? {
+        guard ["InvalidArgument", "NotImplemented", "InvalidRequest"].contains(code),
+              let message, message.lowercased().contains("x-amz-checksum") || message.lowercased().contains("x-amz-sdk-checksum") else { return nil }
+        return "this server does not take S3's additional checksums: set checksum = \"none\""
     }
 
     /// A server's message as one line of at most 300 characters.

@@ -361,6 +361,15 @@ struct S3UploadMachineTests {
         #expect(answer.during == "creating the multipart upload")
     }
 
+    @Test("a server that refuses S3's additional checksums (Backblaze B2's InvalidArgument) is told to set checksum = \"none\"")
+    func checksumsUnsupported() {
+        let b2 = S3ErrorAnswer(status: 400, code: "InvalidArgument", message: "Unsupported header 'x-amz-checksum-crc32c' received for this API call.")
+        #expect(b2.verdict == nil, "a 400 stays permanent: every file would meet it again")
+        #expect(b2.answer(during: "uploading").hint?.hasSuffix("set checksum = \"none\"") == true, "\(b2.answer(during: "uploading").hint ?? "-")")
+        let other = S3ErrorAnswer(status: 400, code: "InvalidArgument", message: "Invalid storage class.")
+        #expect(other.answer(during: "uploading").hint == "S3 InvalidArgument: Invalid storage class.")
+    }
+
     @Test("an <Error> inside a 200 to CompleteMultipartUpload is not a success")
     func errorInside200() {
         let (actions, _) = Self.run(Self.threeParts) { action, step in
