@@ -28,6 +28,19 @@ public struct S3Transfer: Sendable {
     public var knownParts: [UploadPart]
     /// The time requests are signed at (tests skew it).
     public var clock: @Sendable () -> Date
+    /// Configured headers S3 wants on the upload's other requests too, not only on its creation
+    /// (``repeatsOnEveryRequest(_:)``): sent, and signed, on UploadPart, ListParts,
+    /// CompleteMultipartUpload and HeadObject as well.
+    public var uploadHeaders: [(name: String, value: String)] = []
+
+    /// SSE-C's `x-amz-server-side-encryption-customer-*` (every part of an object encrypted with a
+    /// customer key must carry the key), `x-amz-request-payer` and `x-amz-expected-bucket-owner`.
+    /// Not SSE-S3/SSE-KMS's `x-amz-server-side-encryption`, which S3 refuses on UploadPart.
+    public static func repeatsOnEveryRequest(_ name: String) -> Bool {
+        let lower = name.lowercased()
+        return lower.hasPrefix("x-amz-server-side-encryption-customer-") || lower == "x-amz-request-payer"
+            || lower == "x-amz-expected-bucket-owner"
+    }
 
     public init(
         object: S3ObjectAddress, signer: SigV4Signer, checksum: S3ChecksumAlgorithm?,
@@ -211,7 +224,7 @@ public final class S3Client: Sendable {
     private func listParts(_ transfer: S3Transfer, url: String, marker: Int?, logger: Logger) async -> S3UploadMachine.Response {
         var query = "max-parts=\(S3UploadMachine.listingPageSize)"
         if let marker { query += "&part-number-marker=\(marker)" }
-        let result = await send(transfer, method: "GET", url: url + "&" + query, headers: [], logger: logger)
+        let result = await send(transfer, method: "GET", url: url + "&" + query, headers: transfer.uploadHeaders, logger: logger)
         guard case .answer(let status, _, let body) = result.outcome, (200..<300).contains(status),
               let document = S3Document(body), document.error == nil,
               let (listed, next) = document.listedParts(checksum: transfer.checksum) else { return Self.other(result) }
@@ -222,7 +235,7 @@ public final class S3Client: Sendable {
         _ transfer: S3Transfer, url: String, number: Int, range: Range<Int64>, checksums: PartChecksums<PartChecksum, ChecksumFailure>, logger: Logger,
         progress: @escaping @Sendable (Int64) -> Void
     ) async -> (S3UploadMachine.Response, Int64) {
-        var headers: [(name: String, value: String)] = []
+        var headers = transfer.uploadHeaders
         var payloadHash = SigV4Signer.unsignedPayload
         var sent: String?
         if let algorithm = transfer.checksum {
@@ -254,7 +267,8 @@ public final class S3Client: Sendable {
 
     private func complete(_ transfer: S3Transfer, url: String, parts: [UploadPart], logger: Logger) async -> (S3UploadMachine.Response, String?) {
         let body = S3Document.completion(parts.map { ($0.number, $0.etag, $0.checksum) }, checksum: transfer.checksum)
-        let result = await send(transfer, method: "POST", url: url, headers: [("Content-Type", "application/xml")], bytes: body, logger: logger)
+        let result = await send(
+            transfer, method: "POST", url: url, headers: [("Content-Type", "application/xml")] + transfer.uploadHeaders, bytes: body, logger: logger)
         let version = result.headers.flatMap { HTTPHeaders.value("x-amz-version-id", in: $0) }
         guard case .answer(let status, _, let answer) = result.outcome, (200..<300).contains(status),
               let document = S3Document(answer), document.error == nil,
@@ -263,7 +277,7 @@ public final class S3Client: Sendable {
     }
 
     private func head(_ transfer: S3Transfer, logger: Logger) async -> S3UploadMachine.Response {
-        let result = await send(transfer, method: "HEAD", url: transfer.object.url, headers: [], logger: logger)
+        let result = await send(transfer, method: "HEAD", url: transfer.object.url, headers: transfer.uploadHeaders, logger: logger)
         switch result.outcome {
         case .answer(let status, let headers, _) where (200..<300).contains(status):
             // An object of another length is not ours, whatever its ETag: no read-back for it.

@@ -104,10 +104,11 @@ struct S3Sender: Sender {
         let machineSettings = S3UploadMachine.Settings(
             length: length, partSize: partSize, multipartThreshold: settings.multipartThreshold, endpointKey: key, checksum: checksum,
             partConcurrency: settings.partConcurrency, creationMarker: object.creationMarker)
-        let transfer = S3Transfer(
+        var transfer = S3Transfer(
             object: object, signer: signer, checksum: checksum, objectHeaders: objectHeaders(for: job, source: source, digest: digest),
             contentType: configuration.fileContentType ?? MediaType.forFilename(job.baseName), source: source, settings: machineSettings,
             known: known, knownParts: knownParts, clock: Self.clock)
+        transfer.uploadHeaders = configuration.headers.filter { S3Transfer.repeatsOnEveryRequest($0.name) }.map { (name: $0.name, value: $0.value.text) }
         let total = machineSettings.partCount
         tracker.sending(total: length, confirmed: known?.offset)
         if multipart { tracker.parts(confirmed: knownParts.count, total: total) }
