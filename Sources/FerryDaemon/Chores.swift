@@ -1,5 +1,6 @@
 import FerryConfig
 import FerryControl
+import FerryDelivery
 import FerryMultipart
 import FerryQueue
 import FerrySpool
@@ -26,7 +27,14 @@ final class Chores: Sendable {
     /// How many job events `watch` can replay.
     static let eventsKept: Int64 = 100_000
 
-    init(store: JobStore, runtime: DaemonRuntime, activity: ActiveJobs, disposer: Disposer, bodies: BodyBuilder, logger: Logger) {
+    /// Wakes the scheduler (jobs became due).
+    let wakeScheduler: @Sendable () -> Void
+
+    init(
+        store: JobStore, runtime: DaemonRuntime, activity: ActiveJobs, disposer: Disposer, bodies: BodyBuilder, logger: Logger,
+        wakeScheduler: @escaping @Sendable () -> Void = {}
+    ) {
+        self.wakeScheduler = wakeScheduler
         self.store = store
         self.runtime = runtime
         self.activity = activity
@@ -36,15 +44,47 @@ final class Chores: Sendable {
     }
 
     /// Runs until cancelled, in its own task (never in the scheduler's loop, whose turns feed the
-    /// watchdog): pending dispositions every minute, event pruning every hour.
+    /// watchdog): a look for jobs a clock set back would strand, at the start and every minute;
+    /// pending dispositions every minute, event pruning every hour.
     func run() async {
         var minutes = 0
+        var clock = ClockJumpDetector()
+        let origin = ContinuousClock.now
+        await followClock(&clock, origin: origin)
         while !Task.isCancelled {
             try? await Task.sleep(for: .seconds(60))
             if Task.isCancelled { return }
+            await followClock(&clock, origin: origin)
             await finishPendingDispositions()
             if minutes % 60 == 0 { _ = try? await store.pruneEvents(keep: Self.eventsKept) }
             minutes += 1
+        }
+    }
+
+    /// A wall clock stepped since the last look moves the pending jobs' times with it; then jobs
+    /// due later than any delay Ferry sets are made due (a step made while ferryd was not running).
+    func followClock(_ clock: inout ClockJumpDetector, origin: ContinuousClock.Instant) async {
+        if let step = clock.look(wall: Date(), steady: ContinuousClock.now - origin) {
+            let moved = (try? await store.shiftPending(by: step, now: Date())) ?? 0
+            logger.warning("the system clock was set \(step > .zero ? "forward" : "back") by \(DurationParser.format(step > .zero ? step : .zero - step)); the times of the jobs waiting moved with it", metadata: [
+                "jobs": "\(moved)",
+            ])
+            if moved > 0 { wakeScheduler() }
+        }
+        await rescheduleAfterClockSetBack()
+    }
+
+    /// Jobs due later than any delay Ferry sets (the longest `Retry-After` it honours, or a spool's
+    /// `max_delay`, and an hour) were scheduled while the clock was ahead: due now.
+    func rescheduleAfterClockSetBack() async {
+        let now = Date()
+        for spool in runtime.configuration.spools {
+            let horizon = max(AttemptDecider.retryAfterLimit, spool.retry.maxDelay) + .seconds(3600)
+            guard let count = try? await store.rescheduleBeyond(horizon: horizon, spool: spool.name, now: now), count > 0 else { continue }
+            logger.warning("jobs were due later than any delay Ferry sets: the clock was set back; they are due now", metadata: [
+                "spool": "\(spool.name)", "jobs": "\(count)",
+            ])
+            wakeScheduler()
         }
     }
 

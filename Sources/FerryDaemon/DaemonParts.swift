@@ -63,7 +63,9 @@ struct DaemonParts: Sendable {
             logger: logger)
         return DaemonParts(
             senders: senders, runtime: runtime, intake: intake, activity: activity, scheduler: scheduler, control: control,
-            chores: Chores(store: store, runtime: runtime, activity: activity, disposer: disposer, bodies: senders.bodies, logger: logger),
+            chores: Chores(
+                store: store, runtime: runtime, activity: activity, disposer: disposer, bodies: senders.bodies, logger: logger,
+                wakeScheduler: { scheduler.wake() }),
             reporter: StatusReporter(notifier: notifier, store: store), hooks: hooks,
             bandwidth: bandwidth)
     }

@@ -20,6 +20,42 @@ extension JobStore {
         }
     }
 
+    /// Makes due now the waiting jobs of `spool` that are due later than `horizon` from `now`:
+    /// later than any delay Ferry sets (backoff, `Retry-After`), so set while the clock was ahead
+    /// of where it is now (a box that booted with a wrong time, then NTP set it back). Without this
+    /// they would wait until the clock caught up again. Returns how many there were.
+    public func rescheduleBeyond(horizon: Duration, spool: String, now: Date) async throws -> Int {
+        let latest = now.timeIntervalSince1970 + Double(horizon.components.seconds)
+        return try await write { db in
+            // The partial index job_due_by_spool serves both: nothing matches almost always.
+            try db.execute(sql: """
+                INSERT INTO event (at, job_seq, kind, state, message)
+                SELECT ?, seq, 'requeued', state, 'due after any delay Ferry sets: the clock was set back; due now'
+                FROM job WHERE spool = ? AND state IN ('queued', 'retrying') AND next_attempt_at > ?
+                """, arguments: [now.timeIntervalSince1970, spool, latest])
+            try db.execute(sql: """
+                UPDATE job SET next_attempt_at = ?, updated_at = ?
+                WHERE spool = ? AND state IN ('queued', 'retrying') AND next_attempt_at > ?
+                """, arguments: [now.timeIntervalSince1970, now.timeIntervalSince1970, spool, latest])
+            return db.changesCount
+        }
+    }
+
+    /// Moves the times of every job still to be delivered (queued, uploading, retrying) by `step`:
+    /// its next attempt and the start of its `max_age` clock. For a wall clock that was stepped by
+    /// `step` while they waited, so that a job is as old, and as close to its next attempt, as it
+    /// was before. Returns how many jobs moved.
+    public func shiftPending(by step: Duration, now: Date) async throws -> Int {
+        let seconds = Double(step.components.seconds) + Double(step.components.attoseconds) / 1e18
+        return try await write { db in
+            try db.execute(sql: """
+                UPDATE job SET next_attempt_at = next_attempt_at + ?, age_base = COALESCE(age_base, created_at) + ?, updated_at = ?
+                WHERE state IN ('queued', 'uploading', 'retrying')
+                """, arguments: [seconds, seconds, now.timeIntervalSince1970])
+            return db.changesCount
+        }
+    }
+
     /// Jobs in a final state whose source file has not been dealt with yet, oldest first, from the
     /// one after sequence number `after`.
     public func pendingDispositions(after: Int64 = 0, limit: Int) async throws -> [Job] {
