@@ -42,9 +42,9 @@ extension JobStore {
     }
 
     /// Moves the times of every job still to be delivered (queued, uploading, retrying) by `step`:
-    /// its next attempt and the start of its `max_age` clock. For a wall clock that was stepped by
-    /// `step` while they waited, so that a job is as old, and as close to its next attempt, as it
-    /// was before. Returns how many jobs moved.
+    /// its next attempt and the start of its `max_age` clock; and the next try of every pending
+    /// hook run. For a wall clock that was stepped by `step` while they waited, so that a job is as
+    /// old, and as close to its next attempt, as it was before. Returns how many jobs moved.
     public func shiftPending(by step: Duration, now: Date) async throws -> Int {
         let seconds = Double(step.components.seconds) + Double(step.components.attoseconds) / 1e18
         return try await write { db in
@@ -52,7 +52,9 @@ extension JobStore {
                 UPDATE job SET next_attempt_at = next_attempt_at + ?, age_base = COALESCE(age_base, created_at) + ?, updated_at = ?
                 WHERE state IN ('queued', 'uploading', 'retrying')
                 """, arguments: [seconds, seconds, now.timeIntervalSince1970])
-            return db.changesCount
+            let jobs = db.changesCount
+            try db.execute(sql: "UPDATE hook_run SET next_at = next_at + ? WHERE state = 'pending'", arguments: [seconds])
+            return jobs
         }
     }
 

@@ -36,6 +36,19 @@ struct ClockStepStoreTests {
         #expect(jobs["d"]?.ageStart == start, "a finished job keeps its times")
     }
 
+    @Test("a step moves the next try of a pending hook run too")
+    func hookRuns() async throws {
+        let queue = try TestQueue()
+        let start = Date(timeIntervalSince1970: 1_000_000)
+        _ = try await queue.store.enqueue([file("a", inode: 7)], now: start, makeBoundary: boundary)
+        let claimed = try await queue.store.claimDue(now: start, limit: 1)
+        let done = try await queue.store.finish(
+            claimed[0], startedAt: start, now: start, bytesSent: 1, transition: .succeeded(status: 201, body: [], contentType: nil), hooks: [.delivered])
+        let before = try #require(try await queue.store.hookRuns(of: done).first).nextAt
+        _ = try await queue.store.shiftPending(by: .seconds(-7200), now: start)
+        #expect(try await queue.store.hookRuns(of: done).first?.nextAt == before.addingTimeInterval(-7200))
+    }
+
     @Test("jobs due later than the horizon (a clock set back while ferryd was stopped) are made due now, once; others keep their time")
     func beyondHorizon() async throws {
         let queue = try TestQueue()
