@@ -25,13 +25,16 @@ public struct S3ErrorAnswer: Sendable, Equatable {
     /// Codes that mean the part's checksum did not match what arrived: the part is sent again.
     public static let checksumCodes: Set<String> = ["BadDigest", "InvalidDigest", "XAmzContentChecksumMismatch"]
 
-    /// Codes worth a retry whatever the status.
+    /// Codes worth a retry whatever the status. `RequestTimeTooSkewed` is this machine's clock, not
+    /// the file: a box that booted with a wrong time is set right by NTP once its link is up, and
+    /// its files wait (with the advice to check the time) instead of going to the failed directory.
     public static let retryableCodes: Set<String> = [
         "SlowDown", "InternalError", "ServiceUnavailable", "RequestTimeout", "OperationAborted", "Throttling",
-        "ThrottlingException", "RequestThrottled", "RequestLimitExceeded", "TooManyRequestsException",
+        "ThrottlingException", "RequestThrottled", "RequestLimitExceeded", "TooManyRequestsException", "RequestTimeTooSkewed",
     ]
 
-    /// What to check, for codes that will not pass by retrying.
+    /// What to check (for `RequestTimeTooSkewed`, while it is retried; for the others, which will
+    /// not pass by retrying, why the file failed).
     public static let advice: [String: String] = [
         "RequestTimeTooSkewed": "this machine's clock differs from the server's by more than 15 minutes: check the time (timedatectl, NTP)",
         "SignatureDoesNotMatch": "the signature does not match: check secret_access_key, and that region is the bucket's region",

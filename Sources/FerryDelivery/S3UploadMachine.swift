@@ -261,10 +261,10 @@ public struct S3UploadMachine: Sendable {
     /// allowed to (403, 405, 501), rather than not now. `SignatureDoesNotMatch` counts: the
     /// creation that follows is signed with the same keys and says so if they are wrong, while a
     /// server may refuse only the listing's signature (moto does for a prefix holding `/`,
-    /// botocore's own request too). A skewed clock ends the attempt: it is no one request's fault.
+    /// botocore's own request too). A skewed clock (a retryable code) ends the attempt: it is no one
+    /// request's fault.
     static func refusesListingForGood(_ error: S3ErrorAnswer) -> Bool {
         [403, 405, 501].contains(error.status) && !S3ErrorAnswer.retryableCodes.contains(error.code ?? "")
-            && error.code != "RequestTimeTooSkewed"
     }
 
     /// Records the creation marker, then creates.

@@ -342,7 +342,7 @@ struct S3UploadMachineTests {
 
     @Test("S3 errors are classified by code, with advice", arguments: [
         (403, "SignatureDoesNotMatch", AttemptVerdict.permanent, "check secret_access_key"),
-        (403, "RequestTimeTooSkewed", .permanent, "check the time"),
+        (403, "RequestTimeTooSkewed", .retry(notBefore: nil), "check the time"),
         (403, "InvalidAccessKeyId", .permanent, "check access_key_id"),
         (404, "NoSuchBucket", .permanent, "the bucket does not exist"),
         (403, "AccessDenied", .permanent, "s3:PutObject"),
