@@ -65,10 +65,12 @@ final class Chores: Sendable {
     /// due later than any delay Ferry sets are made due (a step made while ferryd was not running).
     func followClock(_ clock: inout ClockJumpDetector, origin: ContinuousClock.Instant) async {
         if let step = clock.look(wall: Date(), steady: ContinuousClock.now - origin) {
-            let moved = (try? await store.shiftPending(by: step, now: Date())) ?? 0
-            logger.warning("the system clock was set \(step > .zero ? "forward" : "back") by \(DurationParser.format(step > .zero ? step : .zero - step)); the times of the jobs waiting moved with it", metadata: [
-                "jobs": "\(moved)",
-            ])
+            let moved = (try? await store.shiftPending(by: step.amount, readAfter: step.readAfter, now: Date())) ?? 0
+            let amount = step.amount > .zero ? step.amount : .zero - step.amount
+            logger.warning("""
+                the system clock was set \(step.amount > .zero ? "forward" : "back") by \(DurationParser.format(amount)); \
+                the times of the jobs waiting moved with it
+                """, metadata: ["jobs": "\(moved)"])
             if moved > 0 { wakeScheduler() }
         }
         await rescheduleAfterClockSetBack()

@@ -9,18 +9,29 @@ public struct ClockJumpDetector: Sendable {
     /// Steps smaller than this are not jumps: NTP slews small offsets, and looks take time themselves.
     public static let threshold: Duration = .seconds(120)
 
+    /// A step of the wall clock.
+    public struct Step: Sendable, Equatable {
+        /// How far the clock was set (positive: forward).
+        public var amount: Duration
+        /// Where any time read after the step lies: from the last look's reading moved by the step,
+        /// to now. A time stamped outside it was stamped before the step (inside it, it may be
+        /// either, for a step back: then it is taken as after).
+        public var readAfter: ClosedRange<Date>
+    }
+
     private var last: (wall: Date, steady: Duration)?
 
     public init() {}
 
-    /// The step since the last look (positive: the clock was set forward), or `nil` for none (or
-    /// the first look).
-    public mutating func look(wall: Date, steady: Duration) -> Duration? {
+    /// The step since the last look, or `nil` for none (or the first look).
+    public mutating func look(wall: Date, steady: Duration) -> Step? {
         defer { last = (wall, steady) }
         guard let last else { return nil }
         let steadyMoved = steady - last.steady
         let wallMoved = Duration.milliseconds(Int64((wall.timeIntervalSince(last.wall) * 1000).rounded()))
         let step = wallMoved - steadyMoved
-        return step >= Self.threshold || step <= .zero - Self.threshold ? step : nil
+        guard step >= Self.threshold || step <= .zero - Self.threshold else { return nil }
+        let from = last.wall.addingTimeInterval(Double(step.components.seconds) + Double(step.components.attoseconds) / 1e18)
+        return Step(amount: step, readAfter: min(from, wall)...wall)
     }
 }

@@ -41,20 +41,29 @@ extension JobStore {
         }
     }
 
-    /// Moves the times of every job still to be delivered (queued, uploading, retrying) by `step`:
-    /// its next attempt and the start of its `max_age` clock; and the next try of every pending
-    /// hook run. For a wall clock that was stepped by `step` while they waited, so that a job is as
-    /// old, and as close to its next attempt, as it was before. Returns how many jobs moved.
-    public func shiftPending(by step: Duration, now: Date) async throws -> Int {
+    /// Moves the times of the jobs still to be delivered (queued, uploading, retrying) by `step`
+    /// where they were stamped by the clock before it was stepped: the next attempt (stamped when
+    /// it was scheduled, `updated_at`) and the start of the `max_age` clock; and the next try of
+    /// pending hook runs. A time read after the step lies in `readAfter` and is left alone. So a job
+    /// is as old, and as close to its next attempt, as it was before the step. Returns how many
+    /// jobs moved.
+    public func shiftPending(by step: Duration, readAfter: ClosedRange<Date>, now: Date) async throws -> Int {
         let seconds = Double(step.components.seconds) + Double(step.components.attoseconds) / 1e18
+        let (from, to) = (readAfter.lowerBound.timeIntervalSince1970, readAfter.upperBound.timeIntervalSince1970)
         return try await write { db in
             try db.execute(sql: """
-                UPDATE job SET next_attempt_at = next_attempt_at + ?, age_base = COALESCE(age_base, created_at) + ?, updated_at = ?
-                WHERE state IN ('queued', 'uploading', 'retrying')
-                """, arguments: [seconds, seconds, now.timeIntervalSince1970])
-            let jobs = db.changesCount
-            try db.execute(sql: "UPDATE hook_run SET next_at = next_at + ? WHERE state = 'pending'", arguments: [seconds])
-            return jobs
+                UPDATE job SET age_base = COALESCE(age_base, created_at) + ?
+                WHERE state IN ('queued', 'uploading', 'retrying') AND COALESCE(age_base, created_at) NOT BETWEEN ? AND ?
+                """, arguments: [seconds, from, to])
+            var moved = db.changesCount
+            try db.execute(sql: """
+                UPDATE job SET next_attempt_at = next_attempt_at + ?, updated_at = ?
+                WHERE state IN ('queued', 'uploading', 'retrying') AND updated_at NOT BETWEEN ? AND ?
+                """, arguments: [seconds, now.timeIntervalSince1970, from, to])
+            moved = max(moved, db.changesCount)
+            try db.execute(sql: "UPDATE hook_run SET next_at = next_at + ? WHERE state = 'pending' AND updated_at NOT BETWEEN ? AND ?",
+                           arguments: [seconds, from, to])
+            return moved
         }
     }
 

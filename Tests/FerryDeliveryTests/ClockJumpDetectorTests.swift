@@ -21,11 +21,16 @@ struct ClockJumpDetectorTests {
         for (wall, steady, expected) in table {
             var detector = ClockJumpDetector()
             #expect(detector.look(wall: start, steady: .seconds(10)) == nil, "the first look has nothing to compare")
-            #expect(detector.look(wall: start.addingTimeInterval(wall), steady: .seconds(10 + steady)) == expected, "\(wall), \(steady)")
+            let step = detector.look(wall: start.addingTimeInterval(wall), steady: .seconds(10 + steady))
+            #expect(step?.amount == expected, "\(wall), \(steady)")
+            if let step {
+                // Any reading after the step: from the last one moved by the step, to this one.
+                #expect(step.readAfter == start.addingTimeInterval(wall - Double(steady))...start.addingTimeInterval(wall), "\(wall), \(steady)")
+            }
         }
         var detector = ClockJumpDetector()
         _ = detector.look(wall: start, steady: .zero)
-        #expect(detector.look(wall: start.addingTimeInterval(3660), steady: .seconds(60)) == .seconds(3600))
+        #expect(detector.look(wall: start.addingTimeInterval(3660), steady: .seconds(60))?.amount == .seconds(3600))
         #expect(detector.look(wall: start.addingTimeInterval(3720), steady: .seconds(120)) == nil, "a step is reported once")
     }
 }

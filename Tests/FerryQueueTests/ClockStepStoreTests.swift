@@ -20,20 +20,25 @@ struct ClockStepStoreTests {
             at: start, error: "cut", status: nil, body: nil, contentType: nil))
     }
 
-    @Test("a step moves every pending job's next attempt and max_age start by the step; finished jobs keep theirs", arguments: [
+    @Test("a step moves the times the old clock stamped on pending jobs; finished jobs, and times read after the step, stay", arguments: [
         Duration.seconds(56 * 365 * 86_400), .seconds(-3 * 3600),
     ])
     func shift(_ step: Duration) async throws {
         let queue = try TestQueue()
-        let start = Date(timeIntervalSince1970: 1_000_000)
+        let start = Date(timeIntervalSince1970: 1_000_000_000)
         try await threeJobs(queue, start: start)
         let seconds = Double(step.components.seconds)
-        #expect(try await queue.store.shiftPending(by: step, now: start.addingTimeInterval(seconds)) == 2)
+        // The step came 20 s after `start`; a file queued 10 s after it is stamped by the new clock.
+        let after = start.addingTimeInterval(seconds + 30)
+        _ = try await queue.store.enqueue([file("new", inode: 4)], now: after, makeBoundary: boundary)
+        let now = start.addingTimeInterval(seconds + 60)
+        #expect(try await queue.store.shiftPending(by: step, readAfter: start.addingTimeInterval(seconds)...now, now: now) == 2)
         let jobs = Dictionary(uniqueKeysWithValues: try await queue.store.jobs().map { ($0.displayPath, $0) })
         #expect(jobs["r"]?.nextAttemptAt == start.addingTimeInterval(600 + seconds), "still ten minutes after it was scheduled")
         #expect(jobs["r"]?.ageStart == start.addingTimeInterval(seconds), "no older than before the step")
         #expect(jobs["q"]?.ageStart == start.addingTimeInterval(seconds))
         #expect(jobs["d"]?.ageStart == start, "a finished job keeps its times")
+        #expect(jobs["new"]?.ageStart == after && jobs["new"]?.nextAttemptAt == after, "stamped after the step: left alone")
     }
 
     @Test("a step moves the next try of a pending hook run too")
@@ -45,7 +50,7 @@ struct ClockStepStoreTests {
         let done = try await queue.store.finish(
             claimed[0], startedAt: start, now: start, bytesSent: 1, transition: .succeeded(status: 201, body: [], contentType: nil), hooks: [.delivered])
         let before = try #require(try await queue.store.hookRuns(of: done).first).nextAt
-        _ = try await queue.store.shiftPending(by: .seconds(-7200), now: start)
+        _ = try await queue.store.shiftPending(by: .seconds(-7200), readAfter: start.addingTimeInterval(-7180)...start.addingTimeInterval(-7100), now: start)
         #expect(try await queue.store.hookRuns(of: done).first?.nextAt == before.addingTimeInterval(-7200))
     }
 
