@@ -26,6 +26,13 @@ extension JobStore {
     /// they would wait until the clock caught up again. Returns how many there were.
     public func rescheduleBeyond(horizon: Duration, spool: String, now: Date) async throws -> Int {
         let latest = now.timeIntervalSince1970 + Double(horizon.components.seconds)
+        // Asked every minute: a read when there is nothing to do, so an idle queue writes nothing.
+        let any = try await read { db in
+            try Bool.fetchOne(db, sql: """
+                SELECT EXISTS (SELECT 1 FROM job WHERE spool = ? AND state IN ('queued', 'retrying') AND next_attempt_at > ?)
+                """, arguments: [spool, latest]) ?? false
+        }
+        guard any else { return 0 }
         return try await write { db in
             // The partial index job_due_by_spool serves both: nothing matches almost always.
             try db.execute(sql: """
