@@ -74,10 +74,3 @@ public struct AttemptInput: Sendable {
     /// When the job runs out of `max_age`.
     var deadline: Date { job.ageStart.addingTimeInterval(policy.maxAge.timeInterval) }
 }
-
-extension Duration {
-    /// The duration in seconds.
-    public var timeInterval: TimeInterval {
-        TimeInterval(components.seconds) + TimeInterval(components.attoseconds) / 1e18
-    }
-}

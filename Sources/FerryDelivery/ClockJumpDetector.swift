@@ -31,7 +31,7 @@ public struct ClockJumpDetector: Sendable {
         let wallMoved = Duration.milliseconds(Int64((wall.timeIntervalSince(last.wall) * 1000).rounded()))
         let step = wallMoved - steadyMoved
         guard step >= Self.threshold || step <= .zero - Self.threshold else { return nil }
-        let from = last.wall.addingTimeInterval(Double(step.components.seconds) + Double(step.components.attoseconds) / 1e18)
+        let from = last.wall.addingTimeInterval(step.timeInterval)
         return Step(amount: step, readAfter: min(from, wall)...wall)
     }
 }
