@@ -249,6 +249,20 @@ extension ValueTemplate {
         components.fragment = nil
         components.user = nil
         components.password = nil
-        return components.string ?? "(URL not shown: it holds a secret)"
+        guard var shown = components.string else { return "(URL not shown: it holds a secret)" }
+        // URLComponents percent-encodes the braces of a raw PUT's {filename}: show them as written.
+        if !placeholders.isEmpty {
+            shown = shown.replacingOccurrences(of: "%7B", with: "{").replacingOccurrences(of: "%7D", with: "}")
+        }
+        return shown
+    }
+
+    /// `text` (a URL as written, valid or not) with anything that may be a user name or password
+    /// shown as `***`: everything between `://` and the last `@`. It may hide more than the
+    /// credentials (an `@` in the path), never less, even when a password holds `/`, `#` or `?`.
+    public static func withoutUserInfo(_ text: String) -> String {
+        guard let scheme = text.range(of: "://"), let at = text.range(of: "@", options: .backwards),
+              at.lowerBound >= scheme.upperBound else { return text }
+        return String(text[..<scheme.upperBound]) + "***" + String(text[at.lowerBound...])
     }
 }

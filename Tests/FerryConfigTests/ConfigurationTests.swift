@@ -496,6 +496,36 @@ struct TemplateTests {
         #expect(configuration.spools[0].url.redactedURL == "https://bucket.example.org/up")
     }
 
+    @Test("A URL that does not parse is quoted without its user name and password", arguments: [
+        ("http://alice:Pw#SECRET9@127.0.0.1:8080/ok", "\"http://***@127.0.0.1:8080/ok\" is not a valid URL"),
+        ("http://alice:Pw/SECRET9@127.0.0.1/ok", "\"http://***@127.0.0.1/ok\" is not a valid URL"),
+        ("http://alice:Pw SECRET9@127.0.0.1/ok", "\"http://***@127.0.0.1/ok\" contains a space or control character"),
+    ])
+    func badURLCredentials(url: String, message: String) {
+        let found = issues("""
+            [[spool]]
+            name = "media"
+            directory = "/srv/spool"
+            url = "\(url)"
+            """)
+        #expect(found.count == 1)
+        #expect(found.first?.message.hasPrefix(message) == true, "\(found)")
+        #expect(found.first?.message.contains("percent-encode it: %20, %23, %2F, %3F, %40, %25") == true)
+        #expect(found.allSatisfy { !$0.description.contains("SECRET9") && !$0.description.contains("alice") })
+    }
+
+    @Test("A raw PUT's URL is shown with its placeholders as written")
+    func putURLShown() throws {
+        let configuration = try loader().parse("""
+            [[spool]]
+            name = "dav"
+            directory = "/srv/dav"
+            protocol = "put"
+            url = "https://u:p@dav.example.org/in/{relative_path}?x=1"
+            """, path: "/x.toml")
+        #expect(configuration.spools[0].url.redactedURL == "https://dav.example.org/in/{relative_path}")
+    }
+
     @Test("A secret in the URL's path is masked wherever the URL is shown")
     func urlPathSecret() throws {
         let configuration = try loader(environment: ["BOT": "123:ABC"]).parse("""
