@@ -202,7 +202,7 @@ extension SpoolConfiguration {
             guard let text = element.string, let origin = HTTPOrigin(url: text),
                   let components = URLComponents(string: text), components.path.isEmpty || components.path == "/",
                   components.query == nil, components.user == nil else {
-                reader.context.report(path, "\(element.string.map { "\"\($0)\"" } ?? "an element") is not an origin; write it as \"https://host\" or \"https://host:port\", without a path")
+                reader.context.report(path, "\(element.string.map { "\"\(ValueTemplate.withoutUserInfo($0))\"" } ?? "an element") is not an origin; write it as \"https://host\" or \"https://host:port\", without a path")
                 continue
             }
             origins.append(origin)

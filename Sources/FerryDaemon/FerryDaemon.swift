@@ -140,9 +140,10 @@ public final class FerryDaemon: Service, Sendable {
     /// jobs with an upload on the server may resume (`nil`: none was interrupted).
     private func recover(_ store: JobStore, state: borrowing StateDirectory) async throws -> ContinuousClock.Instant? {
         notifier.status("recovering the queue")
+        // Bodies first: on a full state directory they are the space the queue's writes need.
+        let orphans = state.removeOrphanedBodies()
         let (requeued, withUpload) = try await store.requeueInterrupted(now: Date())
         let settled = withUpload > 0 ? ContinuousClock.now + Self.interruptedUploadSettling : nil
-        let orphans = state.removeOrphanedBodies()
         let partials = SpoolFiles.removeInterruptedMoves(in: configuration.spools.flatMap { [$0.sentDirectory, $0.failedDirectory] })
         if requeued > 0 || orphans > 0 || partials > 0 {
             logger.notice("recovered from the previous run", metadata: [

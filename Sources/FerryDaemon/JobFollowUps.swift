@@ -33,8 +33,6 @@ struct JobFollowUps: Sendable {
                         "problem": "\(problem.message)", "duration_ms": "\(Int(Date().timeIntervalSince(problem.since) * 1000))",
                     ])
                 }
-            case .forgetBody:
-                bodies.remove(for: job)
             case .dispose:
                 if let spool { disposed = await disposer.dispose(recorded, spool: spool.configuration, files: spool.files, deferRecord: deferringRecords) }
             case .requeueIfLeft:

@@ -127,6 +127,10 @@ final class JobPipeline: Sendable {
     private func conclude(_ job: Job, spool: SpoolRuntime?, _ result: SendResult, startedAt: Date, log: Logger) async throws {
         var job = job
         if result.recordsUpload { job.upload = result.upload }
+        // The request body file (multipart) is never sent again, whatever comes next (a retry builds
+        // its own): it goes now, before the record, which on a full state directory waits for the
+        // space the body holds.
+        followUps.bodies.remove(for: job)
         // 3. Decide.
         let now = Date()
         let decision = AttemptDecider.decide(AttemptInput(

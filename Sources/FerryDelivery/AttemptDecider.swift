@@ -54,7 +54,7 @@ public enum AttemptDecider {
             return localFailure(reason, input, random: &random)
         case .sourceGone(let reason):
             return AttemptDecision(
-                record: .failure(reason), followUps: [.clearLocalProblem, .forgetBody, .dispose, .endServerUpload], counted: nil,
+                record: .failure(reason), followUps: [.clearLocalProblem, .dispose, .endServerUpload], counted: nil,
                 log: LogEntry(.warning, "cannot upload the file", ["reason": reason]))
         case .sourceChanged(let identity):
             return changed(to: identity ?? input.job.identity, input)
@@ -93,7 +93,7 @@ public enum AttemptDecider {
                 record: .attempt(.succeeded(
                     status: answer.status, body: answer.body, contentType: answer.contentType, headers: kept,
                     digest: input.sentDigests?.reprDigestField, keepSource: true)),
-                followUps: [.clearLocalProblem, .forgetBody], counted: input.requested ? .delivered : nil,
+                followUps: [.clearLocalProblem], counted: input.requested ? .delivered : nil,
                 log: LogEntry(.warning, "the server answered 2xx before the whole body was sent; the file is kept (after_upload not applied)", [
                     "status": "\(answer.status)", "sent": "\(input.bytesSent)", "bytes": "\(input.job.identity.size)",
                 ]))
@@ -102,7 +102,7 @@ public enum AttemptDecider {
                 record: .attempt(.succeeded(
                     status: answer.status, body: answer.body, contentType: answer.contentType, headers: kept,
                     digest: input.sentDigests?.reprDigestField)),
-                followUps: [.clearLocalProblem, .forgetBody, .dispose, .requeueIfLeft], counted: input.requested ? .delivered : nil,
+                followUps: [.clearLocalProblem, .dispose, .requeueIfLeft], counted: input.requested ? .delivered : nil,
                 log: LogEntry(.info, "uploaded", [
                     "status": "\(answer.status)", "bytes": "\(input.job.identity.size)", "sent": "\(input.bytesSent)",
                     "duration_ms": milliseconds(from: input.startedAt, to: input.now), "attempt": "\(input.job.attempts + 1)",
@@ -117,7 +117,7 @@ public enum AttemptDecider {
                 record: .attempt(.failed(
                     error: describe(answer) + (answer.hint.map { " (\($0))" } ?? ""), status: answer.status, body: answer.body,
                     contentType: answer.contentType, headers: kept)),
-                followUps: [.clearLocalProblem, .forgetBody, .dispose, .endServerUpload], counted: input.requested ? .failed : nil,
+                followUps: [.clearLocalProblem, .dispose, .endServerUpload], counted: input.requested ? .failed : nil,
                 log: LogEntry(.error, "upload rejected; not retrying", metadata))
         }
     }
@@ -152,7 +152,7 @@ public enum AttemptDecider {
             record: .attempt(.retry(
                 at: next, error: error, status: answer?.status, body: answer?.body, contentType: answer?.contentType,
                 headers: answer?.headers(named: input.keptHeaders) ?? [])),
-            resetsRetryCount: input.progressed, followUps: [.clearLocalProblem, .forgetBody], counted: input.requested ? .retry : nil,
+            resetsRetryCount: input.progressed, followUps: [.clearLocalProblem], counted: input.requested ? .retry : nil,
             log: LogEntry(.warning, "upload attempt failed; will retry", [
                 "error": error, "attempt": "\(attemptsMade)", "retry_in_ms": milliseconds(from: input.now, to: next),
             ]))
@@ -167,7 +167,7 @@ public enum AttemptDecider {
                 headers: answer?.headers(named: input.keptHeaders) ?? []))
             : .failure(reason)
         return AttemptDecision(
-            record: record, followUps: [.clearLocalProblem, .forgetBody, .dispose, .endServerUpload], counted: input.requested ? .failed : nil,
+            record: record, followUps: [.clearLocalProblem, .dispose, .endServerUpload], counted: input.requested ? .failed : nil,
             log: LogEntry(.error, "giving up on the file", ["reason": reason]))
     }
 
@@ -182,7 +182,7 @@ public enum AttemptDecider {
         }
         return AttemptDecision(
             record: .supersede(by: identity, notBefore: input.now.addingTimeInterval(input.settle.timeInterval)),
-            followUps: [.clearLocalProblem, .forgetBody, .endServerUpload], counted: nil,
+            followUps: [.clearLocalProblem, .endServerUpload], counted: nil,
             log: LogEntry(.info, "the file changed before it was delivered; its new version is a new job"))
     }
 
@@ -200,7 +200,7 @@ public enum AttemptDecider {
         let next = min(input.now.addingTimeInterval(ceiling / 2 * (1 + Backoff.unit(using: &random))), input.deadline)
         return AttemptDecision(
             record: .attempt(.interrupted(at: next, reason: reason, localTrouble: true)),
-            followUps: [.reportLocalProblem(reason), .forgetBody], counted: nil,
+            followUps: [.reportLocalProblem(reason)], counted: nil,
             log: LogEntry(.warning, "cannot prepare the upload; will try again", [
                 "error": reason, "retry_in_ms": milliseconds(from: input.now, to: next),
             ]))
@@ -213,19 +213,19 @@ public enum AttemptDecider {
         switch input.intervention {
         case .requeue(let reason):
             return AttemptDecision(
-                record: .attempt(.interrupted(at: input.now, reason: reason)), followUps: [.clearLocalProblem, .forgetBody], counted: counted,
+                record: .attempt(.interrupted(at: input.now, reason: reason)), followUps: [.clearLocalProblem], counted: counted,
                 log: LogEntry(.notice, "upload paused; it goes on when its spool may upload again", ["reason": reason]))
         case .hold(let reason):
             return AttemptDecision(
-                record: .attempt(.held(reason: reason)), followUps: [.clearLocalProblem, .forgetBody], counted: counted,
+                record: .attempt(.held(reason: reason)), followUps: [.clearLocalProblem], counted: counted,
                 log: LogEntry(.notice, "upload stopped: the job is on hold", ["reason": reason]))
         case .cancel(let reason):
             return AttemptDecision(
-                record: .attempt(.cancelled(reason: reason)), followUps: [.clearLocalProblem, .forgetBody, .dispose, .endServerUpload], counted: counted,
+                record: .attempt(.cancelled(reason: reason)), followUps: [.clearLocalProblem, .dispose, .endServerUpload], counted: counted,
                 log: LogEntry(.notice, "upload stopped: the job is cancelled", ["reason": reason]))
         case nil:
             return AttemptDecision(
-                record: .attempt(.interrupted(at: input.now, reason: "interrupted by shutdown")), followUps: [.clearLocalProblem, .forgetBody],
+                record: .attempt(.interrupted(at: input.now, reason: "interrupted by shutdown")), followUps: [.clearLocalProblem],
                 counted: counted,
                 log: LogEntry(input.bytesSent > 0 ? .notice : .debug,
                               input.bytesSent > 0 ? "upload interrupted by shutdown; it stays queued" : "stopped before sending; the job stays queued"))

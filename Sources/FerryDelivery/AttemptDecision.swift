@@ -23,8 +23,6 @@ public struct AttemptDecision: Sendable, Equatable {
         case reportLocalProblem(String)
         /// The job was prepared without a local problem: any the spool had for it is over.
         case clearLocalProblem
-        /// Delete the job's request body file, if it has one: a retrying job keeps no copy of its file.
-        case forgetBody
         /// Apply the job's disposition: `after_upload`, or the move to `failed_directory` with its sidecar.
         case dispose
         /// After a delivery, a file the disposer had to leave (it changed meanwhile) is queued again.

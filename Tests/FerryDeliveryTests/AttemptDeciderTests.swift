@@ -66,19 +66,19 @@ func httpDate(_ date: Date) -> String {
 }
 
 /// A job that fails for good: its file goes aside and its server-side upload (tus, S3 parts) is ended.
-let removes: [AttemptDecision.FollowUp] = [.clearLocalProblem, .forgetBody, .dispose, .endServerUpload]
+let removes: [AttemptDecision.FollowUp] = [.clearLocalProblem, .dispose, .endServerUpload]
 let fiveAttempts = RetryPolicy(initialDelay: .seconds(1), maxDelay: .seconds(300), maxAttempts: 3, maxAge: .seconds(86_400))
 
 let decisionTable: [DecisionRow] = [
     // Delivered.
     DecisionRow(name: "200 delivers", report: answer(200), fate: .delivered,
-                followUps: [.clearLocalProblem, .forgetBody, .dispose, .requeueIfLeft], counted: .delivered),
+                followUps: [.clearLocalProblem, .dispose, .requeueIfLeft], counted: .delivered),
     DecisionRow(name: "201 delivers", report: answer(201), fate: .delivered),
     DecisionRow(name: "299 delivers", report: answer(299), fate: .delivered),
     DecisionRow(name: "2xx after many attempts still delivers", report: answer(204), attempts: 40, age: 86_000, fate: .delivered),
     // Retryable statuses: full jitter from 0.
     DecisionRow(name: "408 retries", report: answer(408), fate: .retry(seconds: 0...0, error: "server answered 408 Request Timeout"),
-                followUps: [.clearLocalProblem, .forgetBody], counted: .retry),
+                followUps: [.clearLocalProblem], counted: .retry),
     DecisionRow(name: "423 retries", report: answer(423), fate: .retry(seconds: 0...0, error: "server answered 423 Locked")),
     DecisionRow(name: "425 retries", report: answer(425), fate: .retry(seconds: 0...0, error: "server answered 425")),
     DecisionRow(name: "429 retries", report: answer(429), fate: .retry(seconds: 0...0, error: "server answered 429 Too Many Requests")),
@@ -147,7 +147,7 @@ let decisionTable: [DecisionRow] = [
                 fate: .failed(attempt: true, error: "the file is larger than the server accepts"), followUps: removes, counted: .failed),
     // The file.
     DecisionRow(name: "a changed file is superseded after settle", report: .sourceChanged(newIdentity), requested: false,
-                fate: .superseded(by: newIdentity, seconds: 2), followUps: [.clearLocalProblem, .forgetBody, .endServerUpload], counted: .some(nil)),
+                fate: .superseded(by: newIdentity, seconds: 2), followUps: [.clearLocalProblem, .endServerUpload], counted: .some(nil)),
     DecisionRow(name: "a file changed under a transfer, version unknown", report: .sourceChanged(nil), fate: .superseded(by: queuedIdentity, seconds: 2),
                 counted: .some(nil)),
     DecisionRow(name: "a file that kept changing for max_age fails", report: .sourceChanged(newIdentity), age: 86_400,
@@ -157,7 +157,7 @@ let decisionTable: [DecisionRow] = [
     // Local trouble: not counted, 15–30 s, until max_age.
     DecisionRow(name: "local trouble waits 15–30 s", report: .localFailure("No space left on device"), requested: false,
                 fate: .interrupted(seconds: 15...15, reason: "No space left on device"),
-                followUps: [.reportLocalProblem("No space left on device"), .forgetBody], counted: .some(nil)),
+                followUps: [.reportLocalProblem("No space left on device")], counted: .some(nil)),
     DecisionRow(name: "local trouble waits at most 30 s", report: .localFailure("EIO"), requested: false, random: FixedRandom.highest,
                 fate: .interrupted(seconds: 29.9...30, reason: "EIO")),
     DecisionRow(name: "local trouble waits at most max_delay", report: .localFailure("EIO"),
@@ -175,19 +175,19 @@ let decisionTable: [DecisionRow] = [
                 fate: .interrupted(seconds: 300...300, reason: "spool \"media\" is not in the configuration"), followUps: [], counted: .some(nil)),
     // Stopped: shutdown, hold, cancel.
     DecisionRow(name: "shutdown puts it back, due now", report: .stopped, fate: .interrupted(seconds: 0...0, reason: "interrupted by shutdown"),
-                followUps: [.clearLocalProblem, .forgetBody], counted: .interrupted),
+                followUps: [.clearLocalProblem], counted: .interrupted),
     DecisionRow(name: "shutdown before any request is not counted", report: .stopped, requested: false,
                 fate: .interrupted(seconds: 0...0, reason: "interrupted by shutdown"), counted: .some(nil)),
     DecisionRow(name: "hold in flight", report: .stopped, intervention: .hold(reason: "held by alice"), fate: .held,
-                followUps: [.clearLocalProblem, .forgetBody], counted: .interrupted),
+                followUps: [.clearLocalProblem], counted: .interrupted),
     DecisionRow(name: "cancel in flight ends the server's upload", report: .stopped, intervention: .cancel(reason: "cancelled by alice"), fate: .cancelled,
-                followUps: [.clearLocalProblem, .forgetBody, .dispose, .endServerUpload], counted: .interrupted),
+                followUps: [.clearLocalProblem, .dispose, .endServerUpload], counted: .interrupted),
     DecisionRow(name: "an intervention does not override a 2xx", report: answer(200), intervention: .cancel(reason: "too late"), fate: .delivered),
     // A 2xx before the whole body was sent.
     DecisionRow(name: "a 2xx before the whole body stands, but the file is kept", report: answer(200), answeredEarly: true, bytesSent: 400,
-                fate: .delivered, followUps: [.clearLocalProblem, .forgetBody], counted: .delivered),
+                fate: .delivered, followUps: [.clearLocalProblem], counted: .delivered),
     DecisionRow(name: "trust_early_answers applies after_upload all the same", report: answer(200), answeredEarly: true, trustsEarly: true,
-                bytesSent: 400, fate: .delivered, followUps: [.clearLocalProblem, .forgetBody, .dispose, .requeueIfLeft]),
+                bytesSent: 400, fate: .delivered, followUps: [.clearLocalProblem, .dispose, .requeueIfLeft]),
 ]
 
 @Suite("Attempt decision")

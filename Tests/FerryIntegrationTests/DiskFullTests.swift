@@ -84,14 +84,39 @@ struct DiskFullTests {
             Issue.record("this test mounts a tmpfs for state_directory and needs root (make test runs as root in CI)")
             return
         }
+        // A raw PUT builds no body file, so the disk stays full after the answer.
+        try await successWhileFull(TestSpool(options: ["protocol = \"put\""])) { harness, source, filler in
+            try await harness.daemon?.waitForLog("cannot record a job's outcome in the queue; retrying")
+            #expect(fileExists(source), "the file stays until its success is on record")
+            #expect(unlink(filler) == 0)
+        }
+    }
+
+    @Test("A multipart body file is removed as soon as the answer is in, so a 2xx is recorded on a state directory the body had filled")
+    func bodyFreesTheSpace() async throws {
+        guard getuid() == 0 else {
+            Issue.record("this test mounts a tmpfs for state_directory and needs root (make test runs as root in CI)")
+            return
+        }
+        try await successWhileFull(TestSpool()) { harness, _, _ in
+            try await harness.waitForQuiet()
+            #expect(harness.daemon?.log.contains("cannot record a job's outcome") == false, "the body's space was enough for the record")
+        }
+    }
+
+    /// A 2 MiB upload whose answer waits until the state directory is full; `afterAnswer` runs once the
+    /// server has accepted it, given the spool file and the filler that fills the disk.
+    private func successWhileFull(
+        _ spool: TestSpool, afterAnswer: (DaemonHarness, String, String) async throws -> Void
+    ) async throws {
         let gate = ReceiverGate()
         let plan: @Sendable (RequestInfo) -> ReceiverAction = { info in info.index == 0 ? .stallUntil(afterBytes: 64 * 1024, gate: gate) : .store() }
-        try await withSmallStateDirectory(plan: plan) { harness, state in
+        try await withSmallStateDirectory(spools: [spool], plan: plan) { harness, state in
             try await harness.start()
             let bytes = pseudoRandomBytes(2 << 20, seed: 33)
             let source = try harness.drop("report.pdf", bytes)
             try await waitUntil("the upload to be under way") { (harness.receiver.requests.first?.bodyBytes ?? 0) >= 64 * 1024 }
-            // The body is on disk already; now nothing more fits, not even the queue's next commit.
+            // Any body is on disk already; now nothing more fits, not even the queue's next commit.
             let filler = state + "/filler"
             let fd = open(filler, O_WRONLY | O_CREAT | O_EXCL, 0o600)
             let chunk = [UInt8](repeating: 0x46, count: 1 << 16)
@@ -99,23 +124,23 @@ struct DiskFullTests {
             close(fd)
             gate.open()
             try await harness.waitForAccepted(1)
-            try await harness.daemon?.waitForLog("cannot record a job's outcome in the queue; retrying")
-            #expect(fileExists(source), "the file stays until its success is on record")
-            #expect(unlink(filler) == 0)
+            try await afterAnswer(harness, source, filler)
             try await harness.waitForQuiet()
             let job = try #require(try await jobs(harness).first)
             #expect(job.state == .done && job.attempts == 1 && job.disposition == .deleted)
             #expect(!fileExists(source))
             #expect(harness.receiver.requests.count == 1, "sent once")
             #expect(harness.receiver.acceptedRequests.first?.files.first?.sha256 == sha256Hex(bytes))
+            #expect(((try? FileManager.default.contentsOfDirectory(atPath: state + "/bodies")) ?? ["?"]).isEmpty)
         }
     }
 
     /// Runs `body` with a harness whose state directory is a 16 MiB tmpfs, unmounted afterwards.
     private func withSmallStateDirectory(
-        topLevel: [String] = [], plan: (@Sendable (RequestInfo) -> ReceiverAction)? = nil, _ body: (DaemonHarness, String) async throws -> Void
+        spools: [TestSpool] = [TestSpool()], topLevel: [String] = [], plan: (@Sendable (RequestInfo) -> ReceiverAction)? = nil,
+        _ body: (DaemonHarness, String) async throws -> Void
     ) async throws {
-        try await withDaemonHarness(topLevel: topLevel, plan: plan) { harness in
+        try await withDaemonHarness(spools: spools, topLevel: topLevel, plan: plan) { harness in
             let state = try harness.directory.makeDirectory("state")
             try await mountTmpfs(state, megabytes: 16, in: harness.directory)
             do {
