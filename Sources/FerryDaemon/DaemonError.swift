@@ -31,6 +31,7 @@ public enum DaemonError: Error, Sendable, CustomStringConvertible {
         case .configuration: 78
         case .stateDirectory: 73
         case .alreadyRunning: 75
+        case .queue(.full): 73
         case .queue: 74
         case .other: 70
         }

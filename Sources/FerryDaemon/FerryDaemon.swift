@@ -46,7 +46,12 @@ public final class FerryDaemon: Service, Sendable {
         }
         defer { try? store.close() }
         state.protectDatabase()
-        let uploadsSettled = try await recover(store, state: state)
+        let uploadsSettled: ContinuousClock.Instant?
+        do {
+            uploadsSettled = try await recover(store, state: state)
+        } catch {
+            throw DaemonError.queue(QueueError.classify(error, path: state.databasePath))
+        }
 
         let uploaders = UploaderPool()
         defer { uploaders.shutdown() }

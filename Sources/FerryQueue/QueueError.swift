@@ -8,6 +8,8 @@ public enum QueueError: Error, Sendable, CustomStringConvertible {
     case corrupt(path: String, details: String)
     /// The database was written by a newer Ferry whose schema this one does not know.
     case newerSchema(path: String, migration: String)
+    /// The filesystem holding the database is full (or over its quota).
+    case full(path: String)
     /// Any other SQLite failure.
     case database(String)
 
@@ -20,13 +22,15 @@ public enum QueueError: Error, Sendable, CustomStringConvertible {
                 + "Stop ferryd, move the file aside (with its -wal and -shm files) and start again to begin an empty queue; files still in the spools are queued anew"
         case .newerSchema(let path, let migration):
             return "the queue database \(path) was written by a newer Ferry (it has migration \"\(migration)\"); upgrade ferryd"
+        case .full(let path):
+            return "the filesystem holding the queue database \(path) is full; free space there (files wait in the spools meanwhile, and nothing is lost)"
         case .database(let message):
             return "queue database error: \(message)"
         }
     }
 
-    /// Classifies a GRDB error raised while opening or checking `path`.
-    static func classify(_ error: any Error, path: String) -> QueueError {
+    /// Classifies a GRDB error raised while opening, checking or recovering `path`.
+    public static func classify(_ error: any Error, path: String) -> QueueError {
         if let error = error as? QueueError { return error }
         if let error = error as? DatabaseError {
             switch error.resultCode {
@@ -34,6 +38,8 @@ public enum QueueError: Error, Sendable, CustomStringConvertible {
                 return .corrupt(path: path, details: error.message ?? "\(error.resultCode)")
             case .SQLITE_CANTOPEN, .SQLITE_PERM, .SQLITE_READONLY, .SQLITE_AUTH:
                 return .cannotOpen(path: path, reason: error.message ?? "\(error.resultCode)")
+            case .SQLITE_FULL:
+                return .full(path: path)
             case .SQLITE_BUSY, .SQLITE_LOCKED:
                 return .cannotOpen(path: path, reason: "the database is locked by another process")
             default:

@@ -126,5 +126,11 @@ func runDaemon(_ configuration: FerryConfiguration, journal: Bool = false, onRea
         logger.critical("cannot run", metadata: ["error": "\(error)"])
         notifier.send(["STATUS=cannot run: " + SystemdNotifier.oneLine(error.description), "EXIT_STATUS=\(error.exitCode)"])
         throw ExitCode(error.exitCode)
+    } catch {
+        // Not one the daemon classified: still said to the log and to systemd, with EX_SOFTWARE.
+        let unclassified = DaemonError.other("\(error)")
+        logger.critical("cannot run", metadata: ["error": "\(error)"])
+        notifier.send(["STATUS=cannot run: " + SystemdNotifier.oneLine(unclassified.description), "EXIT_STATUS=\(unclassified.exitCode)"])
+        throw ExitCode(unclassified.exitCode)
     }
 }

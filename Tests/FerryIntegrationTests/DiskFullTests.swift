@@ -104,6 +104,57 @@ struct DiskFullTests {
         }
     }
 
+    @Test("After kill -9 on a full state directory, start-up removes the leftover body before it writes, and comes up")
+    func restartOnFullDisk() async throws {
+        guard getuid() == 0 else {
+            Issue.record("this test mounts a tmpfs for state_directory and needs root (make test runs as root in CI)")
+            return
+        }
+        let plan: @Sendable (RequestInfo) -> ReceiverAction = { info in info.index == 0 ? .stall(afterBytes: 64 * 1024) : .store() }
+        try await withSmallStateDirectory(plan: plan) { harness, state in
+            try await harness.start()
+            let bytes = pseudoRandomBytes(4 << 20, seed: 34)
+            let source = try harness.drop("scan.tiff", bytes)
+            try await waitUntil("the upload to be under way") { (harness.receiver.requests.first?.bodyBytes ?? 0) >= 64 * 1024 }
+            try await harness.kill9()
+            let filler = state + "/filler"
+            let fd = open(filler, O_WRONLY | O_CREAT | O_EXCL, 0o600)
+            let chunk = [UInt8](repeating: 0x46, count: 1 << 16)
+            while chunk.withUnsafeBytes({ write(fd, $0.baseAddress, $0.count) }) > 0 {}
+            close(fd)
+            // Recovery writes (the interrupted upload goes back to the queue): the body's space lets it.
+            try await harness.start()
+            try await harness.daemon?.waitForLog("recovered from the previous run")
+            #expect(harness.daemon?.log.contains("removed_bodies=1") == true, "\(harness.daemon?.log ?? "")")
+            #expect(fileExists(source))
+            #expect(unlink(filler) == 0)
+            try await harness.waitForAccepted(1)
+            try await harness.waitForQuiet()
+            #expect(harness.receiver.acceptedRequests.first?.files.first?.sha256 == sha256Hex(bytes))
+            #expect(!fileExists(source))
+        }
+    }
+
+    @Test("A state directory too full to create the queue stops ferryd with exit 73 and what to do")
+    func fullAtFirstStart() async throws {
+        guard getuid() == 0 else {
+            Issue.record("this test mounts a tmpfs for state_directory and needs root (make test runs as root in CI)")
+            return
+        }
+        try await withSmallStateDirectory { harness, state in
+            let filler = state + "/filler"
+            let fd = open(filler, O_WRONLY | O_CREAT | O_EXCL, 0o600)
+            let chunk = [UInt8](repeating: 0x46, count: 1 << 16)
+            while chunk.withUnsafeBytes({ write(fd, $0.baseAddress, $0.count) }) > 0 {}
+            close(fd)
+            let child = try ChildProcess(executable: try BuiltProducts.path("ferryd"), arguments: ["--config", harness.configPath],
+                                         logPath: harness.logPath)
+            let status = try await child.waitForExit()
+            #expect(status == 73, "\(child.log)")
+            #expect(child.log.contains("is full; free space there"), "\(child.log)")
+        }
+    }
+
     /// A 2 MiB upload whose answer waits until the state directory is full; `afterAnswer` runs once the
     /// server has accepted it, given the spool file and the filler that fills the disk.
     private func successWhileFull(
