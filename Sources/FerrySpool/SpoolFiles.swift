@@ -244,7 +244,14 @@ public struct SpoolFiles: Sendable {
                        !(destination.readPrefix(sidecarName, limit: 8192).map { Self.contains($0, Array(token.utf8)) } ?? false) {
                         continue
                     }
-                    try destination.writeFileAtomically(sidecarName, bytes: sidecar)
+                    do {
+                        try destination.writeFileAtomically(sidecarName, bytes: sidecar)
+                    } catch {
+                        // The destination cannot be written (read-only, full): the file goes back
+                        // under its name, in plain sight, rather than wait under its claim name.
+                        try? restore(claimed, in: parent, as: name)
+                        throw error
+                    }
                 }
                 do {
                     try parent.renameNoReplace(claimed, to: destination, as: candidate)
@@ -258,6 +265,10 @@ public struct SpoolFiles: Sendable {
                         try copyAcross(claimed, from: parent, expected: expected, to: destination, as: candidate)
                     }
                     return .done(finalPath: destination.childRawPath(candidate))
+                } catch {
+                    if target.sidecar != nil { try? destination.unlink(sidecarName) }
+                    try? restore(claimed, in: parent, as: name)
+                    throw error
                 }
                 destination.sync()
                 parent.sync()

@@ -42,7 +42,7 @@ struct Ferryd: AsyncParsableCommand {
                                logged and the running configuration stays
 
             EXIT STATUS
-              0   stopped on request      73  state directory unusable
+              0   stopped on request      73  state directory unusable or full
               70  internal error          74  queue database damaged (never replaced)
               75  already running         78  invalid configuration (file:line: key)
             """,

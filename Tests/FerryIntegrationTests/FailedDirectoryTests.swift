@@ -40,6 +40,33 @@ struct FailedDirectoryTests {
         try await refusesFailedDirectory(mode: 0o755, owner: 65534, reason: "belongs to uid 65534")
     }
 
+    @Test("A .failed that cannot be written (a read-only mount) leaves the rejected file under its own name, and it moves once it can",
+          .enabled(if: getuid() == 0, "a read-only bind mount needs root"))
+    func failedDirectoryReadOnly() async throws {
+        try await withDaemonHarness(plan: { _ in .respond(status: 422, body: "rejected") }) { harness in
+            let failed = try harness.directory.makeDirectory("spool-test/.failed")
+            for arguments in [["--bind", failed, failed], ["-o", "remount,bind,ro", failed]] {
+                let child = try ChildProcess(executable: "/bin/mount", arguments: arguments, logPath: harness.directory.url("mount.log"))
+                let status = try await child.waitForExit()
+                try #require(status == 0, "mount \(arguments): \(child.log)")
+            }
+            defer { unmount(failed) }
+            try await harness.start()
+            try harness.drop("rej.txt", Array("rejected twice".utf8))
+            try await waitUntil("the job to fail") { try await jobs(harness).first?.state == .failed }
+            try await harness.daemon?.waitForLog("cannot dispose")
+            #expect(fileExists(harness.spoolPath() + "/rej.txt"), "in plain sight, not under a claim name")
+            let names = try FileManager.default.contentsOfDirectory(atPath: harness.spoolPath())
+            #expect(!names.contains { $0.hasPrefix(".ferry-claim-") }, "\(names)")
+            unmount(failed)
+            // The chore that finishes pending dispositions runs every minute; a restart runs it at once.
+            await harness.shutdown()
+            try await harness.start()
+            try await waitUntil("the file to be moved aside") { fileExists(failed + "/rej.txt") && fileExists(failed + "/rej.txt.error.json") }
+            #expect(!fileExists(harness.spoolPath() + "/rej.txt"))
+        }
+    }
+
     @Test("retry of a job whose file in .failed was replaced queues the new content as a new job, with a new Idempotency-Key")
     func retryChecksTheVersion() async throws {
         try await withDaemonHarness(plan: { info in info.index == 0 ? .respond(status: 400, body: "rejected") : .store() }) { harness in
