@@ -244,7 +244,9 @@ public enum AttemptDecider {
         if (300..<400).contains(status) {
             return "(redirect; Ferry does not follow redirects, configure the final URL)"
         }
-        return HTTPResponseStatus(statusCode: status).reasonPhrase
+        let phrase = HTTPResponseStatus(statusCode: status).reasonPhrase
+        // Registered since NIO's table was written (RFC 8297, RFC 8470).
+        return phrase.isEmpty ? [103: "Early Hints", 425: "Too Early"][status] ?? "" : phrase
     }
 
     private static func milliseconds(from start: Date, to end: Date) -> String {

@@ -281,6 +281,12 @@ public final class Uploader: Sendable {
                 return TransportFailure(kind: .other, message: "HTTP error talking to \(host): \(error)")
             }
         }
+        if let error = error as? HTTPParserError {
+            // The server sent something that is not an HTTP/1.1 answer NIO can read.
+            let what = error == .headerOverflow
+                ? "its headers are larger than the 80 KiB an HTTP client reads" : "\(error)"
+            return TransportFailure(kind: .other, message: "the answer from \(host) is not valid HTTP: \(what)")
+        }
         if let error = error as? NIOSSLError {
             let text = "\(error)"
             if text.contains("CERTIFICATE_VERIFY_FAILED") {

@@ -94,7 +94,9 @@ enum Format {
 
     /// `text` from ferryd (a file name, a server's answer, an error) safe to print on a terminal:
     /// control characters (C0, DEL, C1), which could move the cursor, clear the screen or set the
-    /// window title, are shown escaped as the log shows them (`\u001b`). `--json` output is exact instead.
+    /// window title, and the bidirectional controls, which reorder what follows them on the line (a
+    /// name ending `\u202Etxt.exe` reads as one ending `exe.txt`), are shown escaped as the log shows
+    /// them (`\u001b`). `--json` output is exact instead.
     static func printable(_ text: String) -> String {
         guard text.unicodeScalars.contains(where: isControl) else { return text }
         var output = ""
@@ -110,8 +112,11 @@ enum Format {
     }
 
     private static func isControl(_ scalar: Unicode.Scalar) -> Bool {
-        scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value)
+        scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value) || bidiControls.contains(scalar.value)
     }
+
+    /// U+061C, U+200E–U+200F, U+202A–U+202E, U+2066–U+2069: the marks, embeddings, overrides and isolates.
+    private static let bidiControls: Set<UInt32> = [0x061C, 0x200E, 0x200F, 0x202A, 0x202B, 0x202C, 0x202D, 0x202E, 0x2066, 0x2067, 0x2068, 0x2069]
 
     /// `text` cut to at most `limit` characters on one line, ending in "…" when cut, and printable.
     static func shortened(_ text: String, to limit: Int) -> String {

@@ -80,7 +80,7 @@ let decisionTable: [DecisionRow] = [
     DecisionRow(name: "408 retries", report: answer(408), fate: .retry(seconds: 0...0, error: "server answered 408 Request Timeout"),
                 followUps: [.clearLocalProblem], counted: .retry),
     DecisionRow(name: "423 retries", report: answer(423), fate: .retry(seconds: 0...0, error: "server answered 423 Locked")),
-    DecisionRow(name: "425 retries", report: answer(425), fate: .retry(seconds: 0...0, error: "server answered 425")),
+    DecisionRow(name: "425 retries", report: answer(425), fate: .retry(seconds: 0...0, error: "server answered 425 Too Early")),
     DecisionRow(name: "429 retries", report: answer(429), fate: .retry(seconds: 0...0, error: "server answered 429 Too Many Requests")),
     DecisionRow(name: "500 retries", report: answer(500), fate: .retry(seconds: 0...0, error: "server answered 500 Internal Server Error")),
     DecisionRow(name: "502 retries", report: answer(502), fate: .retry(seconds: 0...0, error: "server answered 502 Bad Gateway")),

@@ -57,6 +57,17 @@ struct ReceiverFaultTests {
         #expect(stored.isEmpty)
     }
 
+    @Test("An answer with more than 80 KiB of headers is reported as not valid HTTP, saying why")
+    func oversizedHeaders() async throws {
+        let filler = (0..<100).map { HeaderField(name: "X-Filler-\($0)", value: String(repeating: "a", count: 1000)) }
+        let (result, _, _, _, _, _) = try await exchange(size: 1024) { _ in .respond(status: 200, headers: filler) }
+        guard case .failed(let failure, _) = result else {
+            Issue.record("expected a failure, got \(result)")
+            return
+        }
+        #expect(failure.message.hasSuffix("is not valid HTTP: its headers are larger than the 80 KiB an HTTP client reads"), "\(failure)")
+    }
+
     @Test("reset: the client sees a transport failure, nothing is stored")
     func reset() async throws {
         let (result, receiver, manifest, _, _, stored) = try await exchange { _ in .reset(afterBytes: 256 * 1024) }
