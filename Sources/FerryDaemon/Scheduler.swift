@@ -195,6 +195,9 @@ final class Scheduler: Sendable {
     /// and cancels the rest (they go back to the queue).
     func run(shutdownTimeout: @Sendable () -> Duration) async {
         await withDiscardingTaskGroup { group in
+            // Claims that failed in a row (a full or failing disk): the next try backs off, 1 s
+            // doubling to 30 s, and the log says so at the first and then every tenth.
+            var claimFailures = 0
             while !state.withLock({ $0.stopping }) {
                 state.withLock { $0.lastTurn = .now }
                 await onTurn()
@@ -244,9 +247,19 @@ final class Scheduler: Sendable {
                                 self.doorbell.ring()
                             }
                         }
+                        if claimFailures > 0 {
+                            logger.notice("jobs can be claimed from the queue again", metadata: ["failed_tries": "\(claimFailures)"])
+                            claimFailures = 0
+                        }
                     } catch {
-                        logger.error("cannot claim jobs from the queue", metadata: ["error": "\(error)"])
-                        await doorbell.wait(until: .now + .seconds(1))
+                        claimFailures += 1
+                        let delay = Duration.seconds(min(30, 1 << min(claimFailures - 1, 5)))
+                        if claimFailures % 10 == 1 {
+                            logger.error("cannot claim jobs from the queue; trying again", metadata: [
+                                "error": "\(error)", "failed_tries": "\(claimFailures)", "next_try_s": "\(delay.components.seconds)",
+                            ])
+                        }
+                        await doorbell.wait(until: .now + delay)
                         continue
                     }
                 }
