@@ -44,7 +44,13 @@ public final class FerryDaemon: Service, Sendable {
         } catch {
             throw DaemonError.queue(error)
         }
-        defer { try? store.close() }
+        defer {
+            do {
+                try store.close()
+            } catch {
+                logger.warning("the queue database was not closed cleanly; its -wal file keeps the latest changes", metadata: ["error": "\(error)"])
+            }
+        }
         state.protectDatabase()
         let uploadsSettled: ContinuousClock.Instant?
         do {

@@ -173,6 +173,11 @@ public final class JobStore: Sendable {
     /// Commits what is pending (deferred writes, for up to 5 s), then closes the database.
     public func close() throws {
         committer.flushBlocking(timeout: .seconds(5))
+        // After a clean stop `queue.sqlite` alone holds the whole queue (so a copy or backup of it
+        // is whole): the WAL is written back into it and emptied. SQLite does not when the pool's
+        // last connection to close is a read-only one.
+        let checkpoint = Result { try pool.writeWithoutTransaction { _ = try $0.checkpoint(.truncate) } }
         try pool.close()
+        try checkpoint.get()
     }
 }

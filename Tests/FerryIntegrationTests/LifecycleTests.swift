@@ -34,6 +34,9 @@ struct LifecycleTests {
             gate.open()
             let status = try await harness.daemon?.child.waitForExit()
             #expect(status == 0)
+            // A clean stop writes the WAL back: queue.sqlite alone is the whole queue.
+            var wal = stat()
+            #expect(stat(harness.directory.url("state/queue.sqlite-wal"), &wal) != 0 || wal.st_size == 0, "\(wal.st_size) bytes left in the WAL")
             #expect(harness.receiver.acceptedRequests.first?.files.first?.sha256 == sha256Hex(bytes))
             let job = try #require(try await jobs(harness).first)
             #expect(job.state == .done)
