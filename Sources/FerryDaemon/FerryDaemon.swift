@@ -174,7 +174,15 @@ public final class FerryDaemon: Service, Sendable {
                             // Files the queue could not take are looked for again soon, not at the next full rescan.
                             if !(await intake.submit(spool: watcher.settings.name, files: files)) { watcher.rescanSoon() }
                         },
-                        scanned: scanned)
+                        scanned: scanned,
+                        directoryProblem: { message in
+                            // For status and health, like files the queue cannot take.
+                            if let message {
+                                intake.problems.reportIntake(spool: watcher.settings.name, message)
+                            } else {
+                                intake.problems.resolvedIntake(spool: watcher.settings.name)
+                            }
+                        })
                 }
             }
             watchers.cancelAll()

@@ -148,11 +148,14 @@ public final class SpoolWatcher: Sendable {
 
     /// Watches until the task is cancelled. `deliver` receives each batch of ready files and is awaited,
     /// so a slow consumer slows the watcher rather than piling up memory. `scanned` is called once,
-    /// after the first full scan.
+    /// after the first full scan. `directoryProblem` is told while the spool directory cannot be
+    /// opened (missing, replaced by a file, unreadable), and `nil` once it is back.
     public func run(
-        deliver: @escaping @Sendable ([SpoolFile]) async -> Void, scanned: @escaping @Sendable () -> Void = {}
+        deliver: @escaping @Sendable ([SpoolFile]) async -> Void, scanned: @escaping @Sendable () -> Void = {},
+        directoryProblem: @escaping @Sendable (String?) -> Void = { _ in }
     ) async {
         var state = WatchState(settings: settings, logger: logger)
+        state.directoryProblem = directoryProblem
         let listener: InotifyListener?
         do {
             listener = try InotifyListener()

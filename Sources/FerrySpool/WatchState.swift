@@ -16,6 +16,8 @@ struct WatchState {
     var rootWatched = false
     /// Whether "the spool directory is missing" was already logged.
     var reportedMissingRoot = false
+    /// Told while the spool directory cannot be opened (at every try), and `nil` once it is back.
+    var directoryProblem: @Sendable (String?) -> Void = { _ in }
     /// Files seen being written in place, waiting to settle.
     var pending: [[UInt8]: PendingFile] = [:]
     var nextRescan: ContinuousClock.Instant
@@ -69,6 +71,7 @@ struct WatchState {
             } else if !reportedMissingRoot {
                 logger.error("cannot open spool directory; will keep trying", metadata: ["error": "\(error)"])
             }
+            directoryProblem("cannot open the spool directory \(settings.directory): \(error)")
             reportedMissingRoot = true
             rootWatched = false
             nextRescan = .now + .seconds(1)
@@ -76,6 +79,7 @@ struct WatchState {
         }
         if reportedMissingRoot {
             logger.notice("spool directory is back", metadata: ["directory": "\(settings.directory)"])
+            directoryProblem(nil)
             reportedMissingRoot = false
         }
         let excludedNow = excludedInodes()

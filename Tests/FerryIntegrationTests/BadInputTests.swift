@@ -252,10 +252,21 @@ struct BadInputTests {
             try await harness.waitForAccepted(1)
             try FileManager.default.removeItem(atPath: spool)
             try await harness.daemon?.waitForLog("spool directory was removed or moved away; waiting for it to come back")
+            // health and status say so while it lasts.
+            try await waitUntil("health to name the missing spool directory") {
+                let health = try await harness.ctl("health", "--json").json()
+                return health["status"] as? String == "degraded"
+                    && (health["problems"] as? [String])?.contains { $0.contains("cannot open the spool directory") } == true
+            }
+            let status = try await harness.ctl("status")
+            #expect(status.stdout.contains("problem in test: cannot open the spool directory \(spool)"), "\(status)")
             try FileManager.default.createDirectory(atPath: spool, withIntermediateDirectories: false)
             try harness.drop("after.txt", Array("after".utf8))
             try await harness.waitForAccepted(2, timeout: .seconds(20))
             #expect(harness.receiver.acceptedRequests.compactMap(\.files.first?.filename) == ["before.txt", "after.txt"])
+            try await waitUntil("the problem to clear") {
+                try await harness.ctl("health", "--json").json()["status"] as? String == "ok"
+            }
         }
     }
 
