@@ -42,7 +42,7 @@ struct DaemonParts: Sendable {
             }
         })
         let pipeline = JobPipeline(
-            records: OutcomeRecorder(store: store, logger: logger), runtime: runtime, activity: activity, followUps: followUps, io: io,
+            records: OutcomeRecorder(store: store, logger: logger, problems: problems), runtime: runtime, activity: activity, followUps: followUps, io: io,
             metrics: metrics, uploadsSettled: uploadsSettled, logger: logger)
         let paused = (try? await store.pausedSpools()) ?? []
         if !paused.isEmpty {

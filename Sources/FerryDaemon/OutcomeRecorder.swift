@@ -8,31 +8,39 @@ import Logging
 struct OutcomeRecorder: Sendable {
     let store: JobStore
     let logger: Logger
+    /// While a record waits, its spool shows the problem (`ferryctl status`, `health`).
+    let problems: LocalProblems
 
     @discardableResult
     func finish(
         _ job: Job, startedAt: Date, now: Date, bytesSent: Int64, transition: JobStore.Transition, hooks: [HookRun.Kind] = []
     ) async throws -> Job {
-        try await persist {
+        try await persist(job) {
             try await store.finish(job, startedAt: startedAt, now: now, bytesSent: bytesSent, transition: transition, hooks: hooks)
         }
     }
 
     @discardableResult
     func fail(_ job: Job, now: Date, error: String, hooks: [HookRun.Kind] = []) async throws -> Job {
-        try await persist { try await store.fail(job, now: now, error: error, hooks: hooks) }
+        try await persist(job) { try await store.fail(job, now: now, error: error, hooks: hooks) }
     }
 
     @discardableResult
     func supersede(
         _ job: Job, by identity: FileIdentity, now: Date, notBefore: Date, boundary: String, bundleFiles: [BundleFile] = []
     ) async throws -> Job {
-        try await persist {
+        try await persist(job) {
             try await store.supersede(job, by: identity, now: now, notBefore: notBefore, boundary: boundary, bundleFiles: bundleFiles)
         }
     }
 
-    private func persist<T>(_ write: () async throws -> T) async throws -> T {
-        try await RetriedWrite.run(logging: "cannot record a job's outcome in the queue; retrying", to: logger, write)
+    private func persist<T>(_ job: Job, _ write: () async throws -> T) async throws -> T {
+        var waited = false
+        let recorded = try await RetriedWrite.run(logging: "cannot record a job's outcome in the queue; retrying", to: logger, failed: { error in
+            waited = true
+            problems.report(spool: job.spool, job: job.id.rawValue, "cannot record an upload's outcome in the queue (it is retried; the file stays until it is recorded): \(error)")
+        }, write)
+        if waited { problems.resolved(spool: job.spool, job: job.id.rawValue) }
+        return recorded
     }
 }

@@ -4,13 +4,17 @@ import Logging
 /// again after 0.5 s, doubling up to 30 s, until it succeeds; given up only when the task is
 /// cancelled (the daemon is stopping; what it recorded is recovered at the next start).
 enum RetriedWrite {
-    static func run<T>(logging failure: String, to logger: Logger, _ write: () async throws -> T) async throws -> T {
+    /// `failed` is told of each failure before the wait that follows it.
+    static func run<T>(
+        logging failure: String, to logger: Logger, failed: (any Error) -> Void = { _ in }, _ write: () async throws -> T
+    ) async throws -> T {
         var delay = Duration.milliseconds(500)
         while true {
             do {
                 return try await write()
             } catch {
                 if Task.isCancelled { throw error }
+                failed(error)
                 logger.error("\(failure)", metadata: ["error": "\(error)", "retry_in_ms": "\(delay / .milliseconds(1))"])
                 try await Task.sleep(for: delay)
                 delay = min(delay * 2, .seconds(30))

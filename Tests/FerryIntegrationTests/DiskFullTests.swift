@@ -88,7 +88,11 @@ struct DiskFullTests {
         try await successWhileFull(TestSpool(options: ["protocol = \"put\""])) { harness, source, filler in
             try await harness.daemon?.waitForLog("cannot record a job's outcome in the queue; retrying")
             #expect(fileExists(source), "the file stays until its success is on record")
+            let health = try await harness.ctl("health", "--json").json()
+            #expect(health["status"] as? String == "degraded", "\(health)")
+            #expect((health["problems"] as? [String])?.contains { $0.contains("cannot record an upload's outcome in the queue") } == true, "\(health)")
             #expect(unlink(filler) == 0)
+            try await waitUntil("health to be ok again") { try await harness.ctl("health", "--json").json()["status"] as? String == "ok" }
         }
     }
 
