@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import Synchronization
 
 /// The durable job queue: one SQLite database (WAL mode) in the state directory.
 ///
@@ -15,6 +16,8 @@ public final class JobStore: Sendable {
     let committer: GroupCommitter
     /// Rung after every commit: `watch` streams read the new events then.
     public let changes: ChangeSignal
+    /// Whether ``close()`` ran: a second close does nothing (GRDB's pool may not be used once closed).
+    private let closed = Atomic<Bool>(false)
 
     /// How much of a response body is kept with a job.
     public static let responseExcerptLimit = 64 * 1024
@@ -172,6 +175,7 @@ public final class JobStore: Sendable {
 
     /// Commits what is pending (deferred writes, for up to 5 s), then closes the database.
     public func close() throws {
+        guard !closed.exchange(true, ordering: .acquiringAndReleasing) else { return }
         committer.flushBlocking(timeout: .seconds(5))
         // After a clean stop `queue.sqlite` alone holds the whole queue (so a copy or backup of it
         // is whole): the WAL is written back into it and emptied. SQLite does not when the pool's
