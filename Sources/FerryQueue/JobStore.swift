@@ -179,8 +179,10 @@ public final class JobStore: Sendable {
         committer.flushBlocking(timeout: .seconds(5))
         // After a clean stop `queue.sqlite` alone holds the whole queue (so a copy or backup of it
         // is whole): the WAL is written back into it and emptied. SQLite does not when the pool's
-        // last connection to close is a read-only one.
-        let checkpoint = Result { try pool.writeWithoutTransaction { _ = try $0.checkpoint(.truncate) } }
+        // last connection to close is a read-only one. A read-only store (beside a running ferryd)
+        // writes nothing, this included.
+        let checkpoint = pool.configuration.readonly
+            ? .success(()) : Result { try pool.writeWithoutTransaction { _ = try $0.checkpoint(.truncate) } }
         try pool.close()
         try checkpoint.get()
     }

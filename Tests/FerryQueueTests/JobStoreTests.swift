@@ -158,6 +158,28 @@ struct JobStoreTests {
         #expect(try await queue.store.pendingDispositions(limit: 10).isEmpty)
     }
 
+    @Test("Closing writes the WAL back into the database and empties it; a read-only store beside it writes nothing; a second close does nothing")
+    func closeCheckpoints() async throws {
+        let queue = try TestQueue()
+        _ = try await queue.store.enqueue([file("a", inode: 1), file("b", inode: 2)], now: Date(), makeBoundary: boundary)
+        func walSize() -> Int64 {
+            var info = stat()
+            return stat(queue.path + "-wal", &info) == 0 ? Int64(info.st_size) : -1
+        }
+        let before = walSize()
+        #expect(before > 0)
+        let reader = try JobStore(path: queue.path, readOnly: true)
+        #expect(try await reader.jobs().count == 2)
+        try reader.close()
+        #expect(walSize() == before, "a read-only store does not checkpoint")
+        try queue.store.close()
+        try queue.store.close()
+        #expect(walSize() <= 0)
+        let reopened = try JobStore(path: queue.path, readOnly: true)
+        defer { try? reopened.close() }
+        #expect(try await reopened.jobs().count == 2)
+    }
+
     @Test("After a crash, uploads in flight go back to the queue and are not counted")
     func recovery() async throws {
         let queue = try TestQueue()
