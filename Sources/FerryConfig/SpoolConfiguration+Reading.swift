@@ -166,10 +166,11 @@ extension SpoolConfiguration {
 
     private static func checkURL(_ template: ValueTemplate, at path: KeyPath, context: LoadContext) {
         let text = template.text
-        let shown = template.containsSecret ? "the URL (after resolving secrets)" : "\"\(ValueTemplate.withoutUserInfo(text))\""
+        let withoutUserInfo = ValueTemplate.withoutUserInfo(text)
+        let shown = template.containsSecret ? "the URL (after resolving secrets)" : "\"\(withoutUserInfo)\""
         // A user name or password is only ever shown as ***; one with a reserved character is the
         // usual reason such a URL does not parse.
-        let credentialsHint = ValueTemplate.withoutUserInfo(text) == text ? ""
+        let credentialsHint = withoutUserInfo == text ? ""
             : " (if the user name or password holds a space, #, /, ?, @ or %, percent-encode it: %20, %23, %2F, %3F, %40, %25)"
         if text.unicodeScalars.contains(where: { $0.value <= 0x20 || $0.value == 0x7F }) {
             context.report(path, "\(shown) contains a space or control character; percent-encode it (%20)\(credentialsHint)")

@@ -32,7 +32,7 @@ struct DaemonParts: Sendable {
         let hooks = HookRunner(store: store, runtime: runtime, io: io, logger: logger)
         let bandwidth = BandwidthPolicy(runtime: runtime, global: uploaders.global, logger: logger)
         let disposer = Disposer(store: store, io: io, logger: logger, disposed: { hooks.wake() })
-        let followUps = JobFollowUps(disposer: disposer, bodies: senders.bodies, problems: problems, requeue: { name, path in
+        let followUps = JobFollowUps(disposer: disposer, problems: problems, requeue: { name, path in
             guard let spool = runtime.spool(named: name), let status = spool.files.status(path) else { return }
             if status.kind == .directory, spool.configuration.bundles, let bundle = try? spool.files.openBundle(path) {
                 // A bundle changed after its body was built: nothing inside it is watched, so queue it here.
@@ -42,7 +42,7 @@ struct DaemonParts: Sendable {
             }
         })
         let pipeline = JobPipeline(
-            records: OutcomeRecorder(store: store, logger: logger, problems: problems), runtime: runtime, activity: activity, followUps: followUps, io: io,
+            records: OutcomeRecorder(store: store, logger: logger, problems: problems), runtime: runtime, activity: activity, followUps: followUps, bodies: senders.bodies, io: io,
             metrics: metrics, uploadsSettled: uploadsSettled, logger: logger)
         let paused = (try? await store.pausedSpools()) ?? []
         if !paused.isEmpty {

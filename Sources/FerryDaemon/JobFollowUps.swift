@@ -7,7 +7,6 @@ import Logging
 /// implementation, for the pipeline and for an operator's cancel of a job that is not in flight.
 struct JobFollowUps: Sendable {
     let disposer: Disposer
-    let bodies: BodyBuilder
     /// The local problem holding each spool back, if any (for `status`).
     let problems: LocalProblems
     /// Re-queues a path whose file changed after its upload.

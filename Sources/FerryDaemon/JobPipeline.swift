@@ -26,6 +26,8 @@ final class JobPipeline: Sendable {
     let activity: ActiveJobs
     /// What follows a recorded fate.
     let followUps: JobFollowUps
+    /// The multipart request body files, removed once an attempt's answer is in.
+    let bodies: BodyBuilder
     /// Runs blocking file work off the concurrency pool.
     let io: BlockingIO
     /// Counts attempts by outcome, their bytes and durations.
@@ -36,14 +38,15 @@ final class JobPipeline: Sendable {
     let logger: Logger
 
     init(
-        records: OutcomeRecorder, runtime: DaemonRuntime, activity: ActiveJobs, followUps: JobFollowUps, io: BlockingIO,
-        metrics: DaemonMetrics, uploadsSettled: ContinuousClock.Instant? = nil, logger: Logger
+        records: OutcomeRecorder, runtime: DaemonRuntime, activity: ActiveJobs, followUps: JobFollowUps, bodies: BodyBuilder,
+        io: BlockingIO, metrics: DaemonMetrics, uploadsSettled: ContinuousClock.Instant? = nil, logger: Logger
     ) {
         self.uploadsSettled = uploadsSettled
         self.records = records
         self.runtime = runtime
         self.activity = activity
         self.followUps = followUps
+        self.bodies = bodies
         self.io = io
         self.metrics = metrics
         self.logger = logger
@@ -130,7 +133,7 @@ final class JobPipeline: Sendable {
         // The request body file (multipart) is never sent again, whatever comes next (a retry builds
         // its own): it goes now, before the record, which on a full state directory waits for the
         // space the body holds.
-        followUps.bodies.remove(for: job)
+        bodies.remove(for: job)
         // 3. Decide.
         let now = Date()
         let decision = AttemptDecider.decide(AttemptInput(
