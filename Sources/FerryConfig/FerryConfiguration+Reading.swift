@@ -1,3 +1,4 @@
+import Foundation
 import Logging
 
 /// Reading the top-level table, and the checks that concern the configuration as a whole.
@@ -142,6 +143,32 @@ extension FerryConfiguration {
 
     /// The state directory holds the queue and copies of files being sent: inside a spool it would
     /// upload itself.
+    /// This configuration with the settings that take effect only at a restart (`state_directory`,
+    /// `control_socket`, the control access settings, `log_level`, `metrics_listen`) as they are in
+    /// `running`: what a reload puts in place. Fails, naming the spool, when a spool directory would
+    /// be, hold or lie inside the state directory in use, which the file's own check cannot see when
+    /// the file names another one.
+    public func reloadable(over running: FerryConfiguration) throws(ConfigurationError) -> FerryConfiguration {
+        var effective = self
+        effective.stateDirectory = running.stateDirectory
+        effective.controlSocket = running.controlSocket
+        effective.control = running.control
+        effective.logLevel = running.logLevel
+        effective.metricsListen = running.metricsListen
+        let text = (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
+        let context = LoadContext(file: path, locator: TOMLKeyLocator(text: text), secrets: SecretSources(environment: [:], credentialsDirectory: nil))
+        let inUse = LoadContext.resolved(running.stateDirectory)
+        for (index, spool) in spools.enumerated() {
+            let directory = LoadContext.resolved(spool.directory)
+            if LoadContext.isSameOrInside(directory, inUse) || LoadContext.isSameOrInside(inUse, directory) {
+                context.report(KeyPath().appending("spool").appending(index: index).appending("directory"),
+                               "spool directory \(spool.directory) is, holds or is inside the state directory in use, \(running.stateDirectory); Ferry would upload its own queue (a new state_directory takes effect only when ferryd restarts)")
+            }
+        }
+        try context.throwIssues()
+        return effective
+    }
+
     static func checkStateDirectory(_ state: String, spools: [SpoolConfiguration], context: LoadContext) {
         let resolvedState = LoadContext.resolved(state)
         for (index, spool) in spools.enumerated() {

@@ -74,10 +74,12 @@ final class LoadContext {
         try? parseTemplate(text, at: path, allowPlaceholders: allowPlaceholders).get()
     }
 
-    /// Rejects CR, LF and NUL, which would split or truncate a header. The message never quotes the
-    /// text, which may hold a secret. Returns whether the text is acceptable.
+    /// Rejects CR, LF and NUL, which would split or truncate a header, and for an HTTP header's
+    /// value (`inHeader`) every other control character but tab, which HTTP does not allow there
+    /// (RFC 9110 §5.5). The message never quotes the text, which may hold a secret. Returns whether
+    /// the text is acceptable.
     @discardableResult
-    func checkHeaderText(_ text: String, what: String, at path: KeyPath, allowEmpty: Bool) -> Bool {
+    func checkHeaderText(_ text: String, what: String, at path: KeyPath, allowEmpty: Bool, inHeader: Bool = false) -> Bool {
         if !allowEmpty && text.isEmpty {
             report(path, "\(what) must not be empty")
             return false
@@ -85,6 +87,11 @@ final class LoadContext {
         if let bad = text.utf8.first(where: { $0 == 0x0D || $0 == 0x0A || $0 == 0 }) {
             let name = bad == 0x0D ? "a carriage return (CR)" : bad == 0x0A ? "a line feed (LF)" : "a NUL byte"
             report(path, "\(what) contains \(name); header material may not contain CR, LF or NUL")
+            return false
+        }
+        if inHeader, let bad = text.utf8.first(where: { ($0 < 0x20 && $0 != 0x09) || $0 == 0x7F }) {
+            let code = String(bad, radix: 16, uppercase: true)
+            report(path, "\(what) contains a control character (0x\(code.count == 1 ? "0" : "")\(code)); an HTTP header may hold only visible characters, spaces and tabs")
             return false
         }
         return true

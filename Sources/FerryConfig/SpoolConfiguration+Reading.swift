@@ -54,7 +54,7 @@ extension SpoolConfiguration {
         Self.refuseOtherProtocolsKeys(reader, uploadProtocol: uploadProtocol)
         let fileContentType = reader.string("file_content_type")
         if let fileContentType {
-            _ = context.checkHeaderText(fileContentType, what: "the content type", at: reader.path.appending("file_content_type"), allowEmpty: false)
+            _ = context.checkHeaderText(fileContentType, what: "the content type", at: reader.path.appending("file_content_type"), allowEmpty: false, inHeader: true)
         }
         let settle = reader.duration("settle", minimum: .zero) ?? .seconds(2)
         var afterUpload = AfterUpload.delete
@@ -188,6 +188,9 @@ extension SpoolConfiguration {
             context.report(path, "\(shown) has no host")
             return
         }
+        if let port = url.port, !(1...65535).contains(port) {
+            context.report(path, "\(shown) has port \(port); a port is a number from 1 to 65535")
+        }
     }
 
     /// `send_headers_to = ["https://uploads.example"]`: origins, each an http(s) URL with no path.
@@ -247,9 +250,9 @@ extension SpoolConfiguration {
             } else {
                 keys.checkHeader(named: key, at: keyPath, context: context)
             }
-            guard context.checkHeaderText(text, what: "the header value", at: keyPath, allowEmpty: true) else { continue }
+            guard context.checkHeaderText(text, what: "the header value", at: keyPath, allowEmpty: true, inHeader: true) else { continue }
             if case .success(let template) = context.parseTemplate(text, at: keyPath, allowPlaceholders: false),
-               !template.containsSecret || context.checkHeaderText(template.text, what: "the header value (after resolving secrets)", at: keyPath, allowEmpty: true) {
+               !template.containsSecret || context.checkHeaderText(template.text, what: "the header value (after resolving secrets)", at: keyPath, allowEmpty: true, inHeader: true) {
                 headers.append(NamedValue(name: key, value: template))
             }
         }

@@ -52,7 +52,7 @@ final class Chores: Sendable {
         let origin = ContinuousClock.now
         await followClock(&clock, origin: origin)
         while !Task.isCancelled {
-            try? await Task.sleep(for: .seconds(60))
+            try? await EventLoopSleep.sleep(for: .seconds(60))
             if Task.isCancelled { return }
             await followClock(&clock, origin: origin)
             await finishPendingDispositions()

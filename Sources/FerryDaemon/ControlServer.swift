@@ -1,3 +1,4 @@
+import FerrySystem
 import CFerrySystem
 import FerryConfig
 import FerryControl
@@ -78,7 +79,7 @@ final class ControlServer: Sendable {
         let idle = access.idleTimeout
         let idleWatch = Task {
             while !Task.isCancelled {
-                try? await Task.sleep(for: min(idle, .seconds(1)))
+                try? await EventLoopSleep.sleep(for: min(idle, .seconds(1)))
                 if busy.idleFor >= idle {
                     channel.close(promise: nil)
                     return

@@ -42,8 +42,16 @@ extension ControlService {
             case .failure(let error):
                 results.append(ActionOutcome(id: ids[index], ok: false, error: error))
             case .success(let job):
+                guard jobsActedOn.withLock({ $0.insert(job.id.rawValue).inserted }) else {
+                    results.append(ActionOutcome(id: job.id.rawValue, ok: false, state: JobStateName(rawValue: job.state.rawValue), error: ControlError(
+                        .conflict, "another operator action on job \(job.id) is in progress; try again once it has finished")))
+                    continue
+                }
                 do {
-                    let state = try await perform(command, on: job, reason: reason)
+                    defer { jobsActedOn.withLock { _ = $0.remove(job.id.rawValue) } }
+                    // The state now, not when the job was looked up: an action just finished may have changed it.
+                    let current = try await store.job(sequence: job.sequence ?? -1) ?? job
+                    let state = try await perform(command, on: current, reason: reason)
                     results.append(ActionOutcome(id: job.id.rawValue, ok: true, state: JobStateName(rawValue: state.rawValue)))
                 } catch let error as ControlError {
                     results.append(ActionOutcome(id: job.id.rawValue, ok: false, state: JobStateName(rawValue: job.state.rawValue), error: error))
@@ -221,8 +229,11 @@ extension ControlService {
             ])
             return .queued
         }
-        let queued = try await store.requeueReopened(reopened, identity: identity, now: Date(), reason: reason)
-        return queued.state
+        do {
+            return try await store.requeueReopened(reopened, identity: identity, now: Date(), reason: reason).state
+        } catch JobStore.ReopenError.notFailed(let state) {
+            throw ControlError(.conflict, "job \(job.id) became \(state.rawValue) while it was retried; its file is back in the spool")
+        }
     }
 
     /// Whether `identity` (the file brought back for a retry) is the version `job` failed with: the

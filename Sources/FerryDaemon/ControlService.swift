@@ -4,6 +4,7 @@ import FerryQueue
 import FerrySpool
 import FerrySystem
 import Foundation
+import Synchronization
 import Logging
 import NIOCore
 
@@ -32,6 +33,9 @@ final class ControlService: Sendable {
     let meter: ThroughputMeter
     let startedAt = Date()
     let logger: Logger
+    /// The jobs an operator action (hold, release, cancel, retry) is being applied to: one at a
+    /// time per job, since a retry takes two steps and its file moves in between.
+    let jobsActedOn = Mutex<Set<String>>([])
 
     init(
         store: JobStore, runtime: DaemonRuntime, scheduler: Scheduler, activity: ActiveJobs, problems: LocalProblems,

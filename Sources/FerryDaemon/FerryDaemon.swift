@@ -59,68 +59,75 @@ public final class FerryDaemon: Service, Sendable {
             throw DaemonError.queue(QueueError.classify(error, path: state.databasePath))
         }
 
+        // Its HTTP clients are shut down asynchronously: this runs on an event loop, where a
+        // synchronous shutdown would wait for itself.
         let uploaders = UploaderPool()
-        defer { uploaders.shutdown() }
-        let parts = try await DaemonParts.assemble(
-            configuration: configuration, state: state, store: store, uploaders: uploaders, notifier: notifier,
-            uploadsSettled: uploadsSettled, logger: logger)
-        scheduler.withLock { $0 = parts.scheduler }
-        // `metrics_listen`: bound before the control socket, so a port in use stops start-up leaving nothing behind.
-        let metricsServer = try await MetricsServer.bind(
-            configuration.metricsListen, scrape: { try await parts.control.service.metrics().prometheus }, logger: logger)
-        let listener: (NIOAsyncChannel<NIOAsyncChannel<ControlFrame, ByteBuffer>, Never>, created: Bool)
         do {
-            listener = try await parts.control.bind()
-        } catch let error as DaemonError {
-            throw error
-        } catch {
-            throw DaemonError.other("cannot listen on control_socket \(configuration.controlSocket): \(error)")
-        }
-        await parts.chores.finishPendingDispositions()
-
-        await withGracefulShutdownHandler {
-            await withDiscardingTaskGroup { group in
-                group.addTask { await parts.control.serve(listener.0, created: listener.created) }
-                if let metricsServer { group.addTask { await metricsServer.serve() } }
-                // Watchers: each scans its spool once, then follows events. A reload stops some and starts others.
-                let (starts, startWatcher) = AsyncStream.makeStream(of: (SpoolWatcher, @Sendable () -> Void).self)
-                group.addTask { await Self.runWatchers(starts, intake: parts.intake) }
-                notifier.status("scanning \(configuration.spools.count) spool\(configuration.spools.count == 1 ? "" : "s")")
-                let scanned = ScanCountdown(count: configuration.spools.count)
-                for spool in configuration.spools {
-                    let watcher = Self.watcher(for: spool, in: configuration, logger: logger)
-                    parts.runtime.setWatcher(watcher, for: spool.name)
-                    startWatcher.yield((watcher, { scanned.done() }))
-                }
-                // SIGHUP reloads the configuration, as `ferryctl reload` does.
-                let hangups = await UnixSignalsSequence(trapping: .sighup)
-                group.addTask { await self.reloadOnHangup(hangups, runtime: parts.runtime) }
-                await scanned.wait()
-                logger.info("ready", metadata: [
-                    "spools": "\(configuration.spools.map(\.name).joined(separator: ","))",
-                    "state_directory": "\(configuration.stateDirectory)",
-                    "control_socket": "\(configuration.controlSocket)",
-                ])
-                // Reloads only once started, so that READY=1 never comes before the first scan.
-                installReloader(parts: parts, uploaders: uploaders, startWatcher: { startWatcher.yield(($0, {})) })
-                notifier.ready(status: await parts.reporter.summary() ?? "ready")
-                group.addTask { await parts.reporter.run() }
-                group.addTask { await parts.chores.run() }
-                group.addTask { await parts.hooks.run() }
-                group.addTask { await parts.bandwidth.run() }
-                onReady()
-                await parts.scheduler.run(shutdownTimeout: { parts.runtime.configuration.shutdownTimeout })
-                startWatcher.finish()
-                group.cancelAll()
+            let parts = try await DaemonParts.assemble(
+                configuration: configuration, state: state, store: store, uploaders: uploaders, notifier: notifier,
+                uploadsSettled: uploadsSettled, logger: logger)
+            scheduler.withLock { $0 = parts.scheduler }
+            // `metrics_listen`: bound before the control socket, so a port in use stops start-up leaving nothing behind.
+            let metricsServer = try await MetricsServer.bind(
+                configuration.metricsListen, scrape: { try await parts.control.service.metrics().prometheus }, logger: logger)
+            let listener: (NIOAsyncChannel<NIOAsyncChannel<ControlFrame, ByteBuffer>, Never>, created: Bool)
+            do {
+                listener = try await parts.control.bind()
+            } catch let error as DaemonError {
+                throw error
+            } catch {
+                throw DaemonError.other("cannot listen on control_socket \(configuration.controlSocket): \(error)")
             }
-        } onGracefulShutdown: {
-            self.logger.notice("shutting down: no new uploads will start")
-            let scheduler = self.scheduler.withLock { $0 }
-            let inFlight = scheduler?.inFlight ?? 0
-            self.notifier.stopping(status: inFlight == 0 ? "stopping" : "stopping: waiting for \(inFlight) upload\(inFlight == 1 ? "" : "s") in flight")
-            scheduler?.beginShutdown()
+            await parts.chores.finishPendingDispositions()
+
+            await withGracefulShutdownHandler {
+                await withDiscardingTaskGroup { group in
+                    group.addTask { await parts.control.serve(listener.0, created: listener.created) }
+                    if let metricsServer { group.addTask { await metricsServer.serve() } }
+                    // Watchers: each scans its spool once, then follows events. A reload stops some and starts others.
+                    let (starts, startWatcher) = AsyncStream.makeStream(of: (SpoolWatcher, @Sendable () -> Void).self)
+                    group.addTask { await Self.runWatchers(starts, intake: parts.intake) }
+                    notifier.status("scanning \(configuration.spools.count) spool\(configuration.spools.count == 1 ? "" : "s")")
+                    let scanned = ScanCountdown(count: configuration.spools.count)
+                    for spool in configuration.spools {
+                        let watcher = Self.watcher(for: spool, in: configuration, logger: logger)
+                        parts.runtime.setWatcher(watcher, for: spool.name)
+                        startWatcher.yield((watcher, { scanned.done() }))
+                    }
+                    // SIGHUP reloads the configuration, as `ferryctl reload` does.
+                    let hangups = await UnixSignalsSequence(trapping: .sighup)
+                    group.addTask { await self.reloadOnHangup(hangups, runtime: parts.runtime) }
+                    await scanned.wait()
+                    logger.info("ready", metadata: [
+                        "spools": "\(configuration.spools.map(\.name).joined(separator: ","))",
+                        "state_directory": "\(configuration.stateDirectory)",
+                        "control_socket": "\(configuration.controlSocket)",
+                    ])
+                    // Reloads only once started, so that READY=1 never comes before the first scan.
+                    installReloader(parts: parts, uploaders: uploaders, startWatcher: { startWatcher.yield(($0, {})) })
+                    notifier.ready(status: await parts.reporter.summary() ?? "ready")
+                    group.addTask { await parts.reporter.run() }
+                    group.addTask { await parts.chores.run() }
+                    group.addTask { await parts.hooks.run() }
+                    group.addTask { await parts.bandwidth.run() }
+                    onReady()
+                    await parts.scheduler.run(shutdownTimeout: { parts.runtime.configuration.shutdownTimeout })
+                    startWatcher.finish()
+                    group.cancelAll()
+                }
+            } onGracefulShutdown: {
+                self.logger.notice("shutting down: no new uploads will start")
+                let scheduler = self.scheduler.withLock { $0 }
+                let inFlight = scheduler?.inFlight ?? 0
+                self.notifier.stopping(status: inFlight == 0 ? "stopping" : "stopping: waiting for \(inFlight) upload\(inFlight == 1 ? "" : "s") in flight")
+                scheduler?.beginShutdown()
+            }
+            await parts.senders.io.shutdown()
+        } catch {
+            await uploaders.shutdown()
+            throw error
         }
-        await parts.senders.io.shutdown()
+        await uploaders.shutdown()
         logger.info("stopped")
     }
 
@@ -218,9 +225,13 @@ public final class FerryDaemon: Service, Sendable {
         startWatcher: @Sendable (SpoolWatcher) -> Void, reason: String
     ) async throws -> ReloadResult {
         let old = runtime.configuration
+        // What the file says, and what of it is put in place now: the settings read only at start-up
+        // keep their running values (a spool's exclusions use the state directory in use).
+        let file: FerryConfiguration
         let new: FerryConfiguration
         do {
-            new = try ConfigurationLoader.fromProcessEnvironment().load(path: old.path)
+            file = try ConfigurationLoader.fromProcessEnvironment().load(path: old.path)
+            new = try file.reloadable(over: old)
         } catch {
             logger.error("configuration reload rejected; the running configuration stays", metadata: ["reason": "\(reason)", "error": "\(error)"])
             throw ControlError(.invalidConfiguration, "\(old.path) is invalid; the running configuration stays:\n\(error)")
@@ -233,11 +244,11 @@ public final class FerryDaemon: Service, Sendable {
         }
         var applied: [String] = []
         var restart: [String] = []
-        if new.stateDirectory != old.stateDirectory { restart.append("state_directory") }
-        if new.controlSocket != old.controlSocket { restart.append("control_socket") }
-        if new.control != old.control { restart.append("control_group / control_read_only_for_others / control_idle_timeout") }
-        if new.logLevel != old.logLevel { restart.append("log_level") }
-        if new.metricsListen != old.metricsListen { restart.append("metrics_listen") }
+        if file.stateDirectory != old.stateDirectory { restart.append("state_directory") }
+        if file.controlSocket != old.controlSocket { restart.append("control_socket") }
+        if file.control != old.control { restart.append("control_group / control_read_only_for_others / control_idle_timeout") }
+        if file.logLevel != old.logLevel { restart.append("log_level") }
+        if file.metricsListen != old.metricsListen { restart.append("metrics_listen") }
         if new.maxConcurrentUploads != old.maxConcurrentUploads {
             scheduler.maxConcurrentUploads = new.maxConcurrentUploads
             applied.append("max_concurrent_uploads = \(new.maxConcurrentUploads)")

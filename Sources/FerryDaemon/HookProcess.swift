@@ -1,3 +1,4 @@
+import FerrySystem
 import CFerrySystem
 import FerryDelivery
 import Foundation
@@ -78,7 +79,7 @@ struct HookProcess: Sendable {
                 }
             }
             group.addTask {
-                try? await Task.sleep(for: timeout)
+                try? await EventLoopSleep.sleep(for: timeout)
                 return Task.isCancelled ? nil : .timedOut(timeout)
             }
             let first = await group.next() ?? nil

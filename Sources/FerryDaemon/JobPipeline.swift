@@ -88,7 +88,7 @@ final class JobPipeline: Sendable {
         do {
             try await enter()
             if job.upload != nil, let settled = uploadsSettled, settled > .now {
-                try await Task.sleep(until: settled)
+                try await EventLoopSleep.sleep(until: settled)
             }
         } catch {
             return SendResult(report: .stopped, requested: false)

@@ -1,3 +1,4 @@
+import FerrySystem
 import FerryConfig
 import Logging
 import NIOCore
@@ -93,7 +94,7 @@ final class MetricsServer: Sendable {
         let deadline = Duration.nanoseconds(Self.idleTimeout.nanoseconds)
         let trickle = Task {
             while !Task.isCancelled {
-                try? await Task.sleep(for: .seconds(1))
+                try? await EventLoopSleep.sleep(for: .seconds(1))
                 if ContinuousClock.now - lastAnswer.withLock({ $0 }) > deadline {
                     channel.close(promise: nil)
                     return

@@ -1,3 +1,4 @@
+import FerrySystem
 import Logging
 
 /// A queue write that must not be lost to a passing problem (a full disk, an I/O error): tried
@@ -16,7 +17,7 @@ enum RetriedWrite {
                 if Task.isCancelled { throw error }
                 failed(error)
                 logger.error("\(failure)", metadata: ["error": "\(error)", "retry_in_ms": "\(delay / .milliseconds(1))"])
-                try await Task.sleep(for: delay)
+                try await EventLoopSleep.sleep(for: delay)
                 delay = min(delay * 2, .seconds(30))
             }
         }

@@ -208,10 +208,9 @@ final class Scheduler: Sendable {
                 let free = paused.contains("*") || backedUp ? 0 : limit - inFlight
                 let turn = self.turn(paused: paused)
                 state.withLock { $0.held = turn.held }
-                if !turn.held.isEmpty {
-                    // Jobs claimed ahead whose spool may not start now go back to the queue unsent.
-                    gate.refuse { turn.held["*"] != nil || turn.held[$0] != nil }
-                }
+                // Jobs claimed ahead whose spool may not start now, or is no longer configured (a
+                // reload removed it), go back to the queue unsent.
+                gate.refuse { turn.held["*"] != nil || turn.held[$0] != nil || !turn.configured.contains($0) }
                 var claimed = 0
                 if free > 0 {
                     do {

@@ -1,3 +1,4 @@
+import FerrySystem
 import FerryQueue
 import Foundation
 
@@ -23,7 +24,7 @@ final class StatusReporter: Sendable {
         // The stream holds one pending change while a recount or the pause runs: nothing is missed.
         for await _ in store.changes.subscribe() {
             if let line = await summary() { notifier.status(line) }
-            try? await Task.sleep(for: Self.refreshInterval)
+            try? await EventLoopSleep.sleep(for: Self.refreshInterval)
         }
     }
 

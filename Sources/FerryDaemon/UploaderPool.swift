@@ -43,7 +43,7 @@ final class UploaderPool: Sendable {
         return spools
     }
 
-    func shutdown() {
-        for uploader in uploaders.withLock({ Array($0.values) }) { try? uploader.syncShutdown() }
+    func shutdown() async {
+        for uploader in uploaders.withLock({ Array($0.values) }) { try? await uploader.shutdown() }
     }
 }

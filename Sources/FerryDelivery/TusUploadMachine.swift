@@ -361,10 +361,12 @@ public struct TusUploadMachine: Sendable {
 
     // MARK: Wire formats
 
-    /// `Location` made absolute against the endpoint (it may be relative, RFC 9110 §10.2.2).
+    /// `Location` made absolute against the endpoint (it may be relative, RFC 9110 §10.2.2); `nil`
+    /// unless that is an http(s) URL with a host and, if it names one, a port from 1 to 65535.
     public static func resolve(_ location: String, against endpoint: String) -> String? {
         guard let base = URL(string: endpoint), let url = URL(string: location, relativeTo: base)?.absoluteURL,
-              let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https" else { return nil }
+              let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https",
+              url.host?.isEmpty == false, (url.port ?? 1) >= 1, (url.port ?? 1) <= 65535 else { return nil }
         return url.absoluteString
     }
 

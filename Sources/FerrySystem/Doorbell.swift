@@ -27,7 +27,7 @@ public final class Doorbell: Sendable {
     public func wait(until deadline: ContinuousClock.Instant?) async {
         let timer = deadline.map { deadline in
             Task { [weak self] in
-                try? await Task.sleep(until: deadline, clock: .continuous)
+                try? await EventLoopSleep.sleep(until: deadline)
                 if !Task.isCancelled { self?.ring() }
             }
         }

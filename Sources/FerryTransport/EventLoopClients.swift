@@ -33,9 +33,4 @@ final class EventLoopClients: Sendable {
     func shutdown() async throws {
         for lane in lanes { try await lane.client.shutdown() }
     }
-
-    /// Closes every client's connection pool, blocking; for `defer` blocks.
-    func syncShutdown() throws {
-        for lane in lanes { try lane.client.syncShutdown() }
-    }
 }

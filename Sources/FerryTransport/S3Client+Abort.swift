@@ -1,3 +1,4 @@
+import FerrySystem
 import FerryDelivery
 import FerryS3
 import Foundation
@@ -23,7 +24,7 @@ extension S3Client {
         var outcome = S3UploadMachine.Response.failed("not tried")
         for attempt in 1...Self.abortTries {
             if attempt > 1 {
-                do { try await Task.sleep(for: .milliseconds(125 << (attempt - 1))) } catch { return .cancelled }
+                do { try await EventLoopSleep.sleep(for: .milliseconds(125 << (attempt - 1))) } catch { return .cancelled }
             }
             outcome = await abortOnce(uploadURL: uploadURL, signer: signer, clock: clock, logger: logger, last: attempt == Self.abortTries)
             switch outcome {

@@ -71,7 +71,7 @@ extension Uploader {
         } catch {
             Task.detached {
                 for _ in 0..<50 {
-                    try? await Task.sleep(for: .milliseconds(100))
+                    try? await EventLoopSleep.sleep(for: .milliseconds(100))
                     if (try? file.close()) != nil { return }
                 }
             }

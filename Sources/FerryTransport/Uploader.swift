@@ -90,7 +90,7 @@ public final class Uploader: Sendable {
         guard let throttle else { return }
         let wait = throttle.take(bytes)
         guard wait > .zero else { return }
-        try? await Task.sleep(for: wait)
+        try? await EventLoopSleep.sleep(for: wait)
         watchdog.progressed()
     }
 
@@ -108,6 +108,11 @@ public final class Uploader: Sendable {
     public func send(
         _ request: UploadRequest, logger: Logger, progress: @escaping @Sendable (Int64) -> Void = { _ in }
     ) async -> UploadResult {
+        if let port = URL(string: request.url)?.port, !(1...65535).contains(port) {
+            // NIO stops the process on such a port; the configuration is checked for it, but a URL
+            // can also come from a server (a Location) or from a queue written by an older ferryd.
+            return .failed(TransportFailure(kind: .other, message: "the upload URL names port \(port); a port is a number from 1 to 65535"), bytesSent: 0)
+        }
         let counter = ByteCounter()
         let watchdog = ProgressWatchdog(timeout: settings.noProgressTimeout)
         let exchange = Task {
@@ -278,7 +283,12 @@ public final class Uploader: Sendable {
             case .remoteConnectionClosed:
                 return TransportFailure(kind: .connectionClosed, message: "\(host) closed the connection before answering")
             default:
-                return TransportFailure(kind: .other, message: "HTTP error talking to \(host): \(error)")
+                let text = "\(error)"
+                if text.hasPrefix("HTTPClientError.invalidHeaderField") {
+                    // The error quotes the header, which may be a secret: never repeat it.
+                    return TransportFailure(kind: .other, message: "a header of the request to \(host) holds a character HTTP does not allow in a header; check the spool's headers and the secrets they read")
+                }
+                return TransportFailure(kind: .other, message: "HTTP error talking to \(host): \(text)")
             }
         }
         if let error = error as? HTTPParserError {
@@ -315,13 +325,5 @@ public final class Uploader: Sendable {
             return TransportFailure(kind: .io, message: "reading the request body failed: \(error.message)")
         }
         return TransportFailure(kind: .other, message: "request to \(host) failed: \(error)")
-    }
-}
-
-extension Uploader {
-    /// Closes the connection pools, blocking; for `defer` blocks.
-    public func syncShutdown() throws {
-        try client.syncShutdown()
-        try fileRegionClients.syncShutdown()
     }
 }

@@ -1,3 +1,4 @@
+import FerrySystem
 import Synchronization
 
 /// One loop that watches the ``ProgressWatchdog`` of every request an ``Uploader`` has in flight,
@@ -75,7 +76,7 @@ final class WatchdogPatrol: Sendable {
                 watch.onFire()
             }
             guard let wake else { return }
-            try? await Task.sleep(until: wake, clock: .continuous)
+            try? await EventLoopSleep.sleep(until: wake)
         }
     }
 }

@@ -7,7 +7,19 @@ import Foundation
 import Logging
 import ServiceLifecycle
 
+/// ferryd's entry point: makes NIO's event loops the tasks' executor (``EventLoopExecutor``)
+/// before anything runs, then parses the command line.
 @main
+enum FerrydMain {
+    @MainActor
+    static func main() async {
+        if ProcessInfo.processInfo.environment["FERRY_DISPATCH_EXECUTOR"] == nil {
+            EventLoopExecutor.install()
+        }
+        await Ferryd.main()
+    }
+}
+
 struct Ferryd: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "ferryd",
@@ -34,6 +46,8 @@ struct Ferryd: AsyncParsableCommand {
               JOURNAL_STREAM           set by systemd: when it names stderr, each record
                                        goes to journald natively, its metadata as
                                        FERRY_* fields (journalctl FERRY_JOB=…)
+              FERRY_DISPATCH_EXECUTOR  when set, tasks run on libdispatch's pool
+                                       rather than NIO's event loops (to compare)
 
             SIGNALS
               SIGTERM, SIGINT  stop: no new uploads; those in flight get

@@ -322,4 +322,19 @@ struct TusUploadMachineTests {
         let found = TusCapabilities(headers: [("tus-extension", "Creation, Checksum ,termination"), ("Tus-Checksum-Algorithm", "SHA1"), ("Tus-Max-Size", "42")])
         #expect(found.extensions == ["creation", "checksum", "termination"] && found.usesSHA1Checksums && found.maxSize == 42)
     }
+
+    @Test("a Location is made absolute; one that is not http(s) with a host and a port from 1 to 65535 is not usable", arguments: [
+        ("/files/abc", "https://tus.example/files/abc"),
+        ("abc", "https://tus.example/files/abc"),
+        ("http://127.0.0.1:1080/files/abc", "http://127.0.0.1:1080/files/abc"),
+        ("http://127.0.0.1:65535/files/abc", "http://127.0.0.1:65535/files/abc"),
+        ("http://127.0.0.1:99999/files/abc", nil),
+        ("http://127.0.0.1:65536/files/abc", nil),
+        ("http://127.0.0.1:0/files/abc", nil),
+        ("ftp://tus.example/files/abc", nil),
+        ("http:///files/abc", nil),
+    ] as [(String, String?)])
+    func location(location: String, resolved: String?) {
+        #expect(TusUploadMachine.resolve(location, against: "https://tus.example/files/") == resolved)
+    }
 }

@@ -72,6 +72,40 @@ struct UploaderTests {
         #expect(connections <= min(requests, System.coreCount), "\(connections) connections for \(requests) sequential requests")
     }
 
+    @Test("A URL whose port is out of range fails the request, with a reason, instead of stopping the process",
+          arguments: ["http://127.0.0.1:99999/files/abc", "http://127.0.0.1:65536/x"])
+    func portOutOfRange(url: String) async throws {
+        let directory = try TemporaryDirectory()
+        let uploader = try Uploader(settings: TransportSettings(connectTimeout: .seconds(2)))
+        let (request, _) = try bodyRequest(directory, url: url, size: 10)
+        let result = await uploader.send(request, logger: logger)
+        try await uploader.shutdown()
+        guard case .failed(let failure, let sent) = result else {
+            Issue.record("expected a failure, got \(result)")
+            return
+        }
+        #expect(sent == 0)
+        #expect(failure.message.contains("a port is a number from 1 to 65535"), "\(failure.message)")
+    }
+
+    @Test("An invalid header value is reported without being quoted (it may be a secret)")
+    func invalidHeaderNotQuoted() async throws {
+        let directory = try TemporaryDirectory()
+        let receiver = try await Receiver.start(directory: directory.url("r"))
+        let uploader = try Uploader(settings: TransportSettings(connectTimeout: .seconds(2)))
+        var (request, _) = try bodyRequest(directory, url: receiver.url(), size: 10)
+        request.headers = [(name: "Authorization", value: "Bearer Super\u{7F}SecretTok")]
+        let result = await uploader.send(request, logger: logger)
+        try await uploader.shutdown()
+        try await receiver.stop()
+        guard case .failed(let failure, _) = result else {
+            Issue.record("expected a failure, got \(result)")
+            return
+        }
+        #expect(!failure.message.contains("Secret") && !failure.message.contains("Bearer"), "\(failure.message)")
+        #expect(failure.message.contains("holds a character HTTP does not allow in a header"), "\(failure.message)")
+    }
+
     @Test("A refused connection is a transport failure, not a response")
     func refused() async throws {
         let directory = try TemporaryDirectory()

@@ -121,4 +121,12 @@ uint32_t cferry_crc32c_update(uint32_t crc, const void *data, size_t length);
 /// The same, always by table (to test the two against each other).
 uint32_t cferry_crc32c_update_portable(uint32_t crc, const void *data, size_t length);
 
+/// Runs a Swift Concurrency job (a `Job *`) on an executor of the caller's choosing.
+typedef void (*cferry_enqueue_job)(void *job);
+
+/// Makes `enqueue` Swift Concurrency's global executor for jobs to run now, through the runtime's
+/// hook, instead of libdispatch's global queues. Delayed jobs (`Task.sleep`) still go to
+/// libdispatch. Call once, before any job reaches the global executor.
+void cferry_install_enqueue_hook(cferry_enqueue_job enqueue);
+
 #endif
