@@ -32,6 +32,16 @@ func expectOneIssue(
             sourceLocation: sourceLocation)
 }
 
+/// The issues of a one-spool file whose `url` is `url`; the URL is on line 4.
+func urlIssues(_ url: String, sourceLocation: SourceLocation = #_sourceLocation) -> [ConfigurationIssue] {
+    issues("""
+        [[spool]]
+        name = "media"
+        directory = "/srv/spool"
+        url = "\(url)"
+        """, sourceLocation: sourceLocation)
+}
+
 let minimalSpool = """
     [[spool]]
     name = "media"
@@ -502,12 +512,7 @@ struct TemplateTests {
         ("http://alice:Pw SECRET9@127.0.0.1/ok", "\"http://***@127.0.0.1/ok\" contains a space or control character"),
     ])
     func badURLCredentials(url: String, message: String) {
-        let found = issues("""
-            [[spool]]
-            name = "media"
-            directory = "/srv/spool"
-            url = "\(url)"
-            """)
+        let found = urlIssues(url)
         #expect(found.count == 1)
         #expect(found.first?.message.hasPrefix(message) == true, "\(found)")
         #expect(found.first?.message.contains("percent-encode it: %20, %23, %2F, %3F, %40, %25") == true)

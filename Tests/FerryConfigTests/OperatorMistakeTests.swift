@@ -9,12 +9,7 @@ import Testing
 struct OperatorMistakeTests {
     @Test("A URL whose port is out of range is refused, naming the key", arguments: ["99999", "65536", "0"])
     func portOutOfRange(port: String) {
-        let found = issues("""
-            [[spool]]
-            name = "media"
-            directory = "/srv/spool"
-            url = "http://127.0.0.1:\(port)/upload"
-            """)
+        let found = urlIssues("http://127.0.0.1:\(port)/upload")
         #expect(found.count == 1)
         #expect(found.first?.keyPath == "spool[0].url")
         #expect(found.first?.line == 4)
