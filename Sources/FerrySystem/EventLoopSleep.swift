@@ -12,10 +12,7 @@ import Synchronization
 public enum EventLoopSleep {
     /// Sleeps for `duration`, or throws `CancellationError` as soon as the task is cancelled.
     public static func sleep(for duration: Duration) async throws {
-        let (seconds, attoseconds) = duration.components
-        let (whole, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
-        let (total, overflowAgain) = whole.addingReportingOverflow(attoseconds / 1_000_000_000)
-        try await sleep(nanoseconds: overflow || overflowAgain ? (seconds < 0 ? 0 : .max) : total)
+        try await sleep(TimeAmount(duration))
     }
 
     /// Sleeps until `deadline`, or throws `CancellationError` as soon as the task is cancelled.
@@ -23,13 +20,13 @@ public enum EventLoopSleep {
         try await sleep(for: ContinuousClock.now.duration(to: deadline))
     }
 
-    private static func sleep(nanoseconds: Int64) async throws {
+    private static func sleep(_ amount: TimeAmount) async throws {
         try Task.checkCancellation()
         let timer = Mutex(Timer.pending)
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
                 let loop = MultiThreadedEventLoopGroup.singleton.any()
-                let scheduled = loop.scheduleTask(in: .nanoseconds(max(0, nanoseconds))) {}
+                let scheduled = loop.scheduleTask(in: amount) {}
                 scheduled.futureResult.whenComplete { result in
                     switch result {
                     case .success: continuation.resume()

@@ -51,6 +51,7 @@ struct OperatorMistakeTests {
             note = "bell\\u0007"
             """, path: "/x.toml")
         #expect(configuration.spools[0].headers.first?.value.text == "a\tb")
+        #expect(configuration.spools[0].fields.first { $0.name == "note" }?.value.text == "bell\u{7}")
     }
 
     @Test("A literal control character in a header value is refused too")
