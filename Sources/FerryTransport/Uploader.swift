@@ -128,7 +128,7 @@ public final class Uploader: Sendable {
                     logger.notice("the server's answer did not end within no_progress_timeout of its status; the status stands, the rest is dropped",
                                   metadata: ["status": "\(status)", "no_progress_timeout": "\(settings.noProgressTimeout)"])
                 }
-                return late
+                return Self.checkedAgainstSource(late, request, bytesSent: counter.value, logger: logger)
             }
             if Self.sourceChanged(request) {
                 // The file sent from the spool was cut short or rewritten under the transfer (a
@@ -142,7 +142,7 @@ public final class Uploader: Sendable {
         }
         switch outcome {
         case .success(let result):
-            return result
+            return Self.checkedAgainstSource(result, request, bytesSent: counter.value, logger: logger)
         case .failure(let error):
             if Task.isCancelled || error is CancellationError || (error as? HTTPClientError) == .cancelled {
                 return .cancelled(bytesSent: counter.value)
@@ -241,6 +241,21 @@ public final class Uploader: Sendable {
         guard let expected = request.expectedSource, let path = request.bodyPath else { return false }
         var st = stat()
         return stat(path, &st) != 0 || !FileStatus(st).isSameVersion(as: expected)
+    }
+
+    /// An answer to a request whose body was the spool file itself, checked against that file once
+    /// the server has read it all: the kernel reads a file region when it sends it (sendfile(2)
+    /// even later, from the page cache), so a file rewritten in place during the request may have
+    /// reached the server as a mix of its two versions. Whatever the server answered, that was
+    /// not the version queued: the job is superseded and the new version sent as a new job.
+    static func checkedAgainstSource(_ result: UploadResult, _ request: UploadRequest, bytesSent: Int64, logger: Logger) -> UploadResult {
+        guard case .response(let status, _, _, _) = result, sourceChanged(request) else { return result }
+        logger.warning("the file changed while it was being sent; the server may hold a mix of its two versions, and the new version is sent again",
+                       metadata: ["status": "\(status)"])
+        return .failed(TransportFailure(
+            kind: .sourceChanged,
+            message: "the file changed while it was being sent (the server answered \(status) to a body that may mix the two versions)"),
+            bytesSent: bytesSent)
     }
 
     /// Executes `http` and reads the answer.

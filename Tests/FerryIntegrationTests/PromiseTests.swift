@@ -135,6 +135,41 @@ struct PromiseTests {
         }
     }
 
+    @Test("put: a file rewritten in place (same size) while the server holds its upload is not recorded delivered; its new version is")
+    func putRewrittenInPlaceDuringUpload() async throws {
+        let gate = ReceiverGate()
+        // The file fits in one sendfile(2) region, handed to the kernel before the rewrite; the
+        // kernel reads the file as it sends, so once the gate opens the server reads on, gets a body
+        // that may mix the two versions and answers 201: no delivery of either.
+        let spool = TestSpool(options: ["protocol = \"put\""], urlPath: "/dav/{filename}")
+        try await withDaemonHarness(spools: [spool], plan: { info in
+            info.index == 0 ? .stallUntil(afterBytes: 64 * 1024, gate: gate) : .store()
+        }) { harness in
+            try await harness.start()
+            let size = 200_000
+            let path = try harness.drop("scan.bin", pseudoRandomBytes(size, seed: 101))
+            try await waitUntil("the upload to be under way") { (harness.receiver.requests.first?.bodyBytes ?? 0) >= 64 * 1024 }
+            let newer = pseudoRandomBytes(size, seed: 102)
+            let fd = open(path, O_WRONLY)
+            #expect(fd >= 0)
+            let written = newer.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
+            close(fd)
+            #expect(written == size)
+            gate.open()
+            try await waitUntil("the new version to be delivered\n\(harness.daemon?.log ?? "")", timeout: .seconds(60)) {
+                try await jobs(harness).contains { $0.state == .done }
+            }
+            let all = try await jobs(harness)
+            #expect(Set(all.map(\.state)) == [.superseded, .done], "\(all.map(\.state))")
+            let done = try #require(all.first { $0.state == .done })
+            let stored = try #require(harness.receiver.acceptedRequests.last)
+            #expect(stored.idempotencyKey == done.id.rawValue)
+            #expect(stored.files.first?.sha256 == sha256Hex(newer), "the delivered body is the new version")
+            #expect(harness.receiver.requests.first?.status == 201, "the server did answer 2xx to the mixed body")
+            #expect(harness.daemon?.log.contains("the server may hold a mix of its two versions") == true)
+        }
+    }
+
     @Test("no_progress_timeout aborts an upload the server stopped reading; the retry delivers")
     func noProgressTimeout() async throws {
         let spool = TestSpool(options: ["no_progress_timeout = \"2s\""])
