@@ -376,13 +376,21 @@ final class ControlService: Sendable {
 }
 
 extension Job {
+    /// What the server holds of a resumable upload: where the job's upload record ends, or, once
+    /// done, the whole file (the answer that completed the upload is the job's outcome; the offset
+    /// recorded is that of the request before it).
+    var confirmedBytes: Int64? {
+        guard let upload else { return nil }
+        return state == .done ? identity.size : upload.offset
+    }
+
     /// The job as `list` shows it.
     var summary: JobSummary {
         JobSummary(
             id: id.rawValue, spool: spool, file: displayPath, size: identity.size,
             state: JobStateName(rawValue: state.rawValue) ?? .queued, attempts: attempts, createdAt: createdAt,
             updatedAt: updatedAt, nextAttemptAt: nextAttemptAt, finishedAt: finishedAt, lastError: lastError,
-            responseStatus: responseStatus, confirmedBytes: upload?.offset, response: responseStatus.map {
+            responseStatus: responseStatus, confirmedBytes: confirmedBytes, response: responseStatus.map {
                 ResponseInfo(status: $0, contentType: responseContentType, body: nil, bodyBase64: nil,
                              headers: responseHeaders.byName)
             })

@@ -42,7 +42,8 @@ enum JobDetailView {
         block.append("finished", job.finishedAt.map { Format.timeWithRelative($0, now: now) })
         block.append("attempts", String(job.attempts))
         block.append("confirmed", job.confirmedBytes.map {
-            "\(Format.bytes($0)) of \(Format.bytes(job.size)) (\(Format.percent($0, of: job.size))) held by the server; a retry resumes from there"
+            "\(Format.bytes($0)) of \(Format.bytes(job.size)) (\(Format.percent($0, of: job.size))) held by the server"
+                + (job.state == .done ? "" : "; a retry resumes from there")
         })
         if let confirmed = detail.partsConfirmed, let total = detail.partsTotal {
             block.append("parts", "\(confirmed) of \(total) confirmed by the server (multipart upload); a retry sends only the others")

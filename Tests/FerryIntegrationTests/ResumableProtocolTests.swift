@@ -207,6 +207,12 @@ struct ResumableProtocolTests {
             #expect(appends.map(\.uploadComplete) == ["?0", "?0", "?0", "?0", "?1"])
             #expect(appends.map(\.uploadOffset) == ["0", "1048576", "2097152", "3145728", "4194304"])
             #expect(stats.requests.allSatisfy { $0.status != 413 })
+            // The done job's upload is whole on the server, though the offset last recorded was the fourth append's.
+            let id = try #require(try await jobs(harness).first).id.rawValue
+            let shown = try await harness.ctl("show", id)
+            #expect(shown.stdout.contains("4.5 MiB of 4.5 MiB (100%) held by the server\n"), "\(shown)")
+            #expect(!shown.stdout.contains("a retry resumes"), "\(shown)")
+            #expect((try await harness.ctl("show", id, "--json").json()["job"] as? [String: Any])?["confirmed_bytes"] as? Int == bytes.count)
         }
     }
 
