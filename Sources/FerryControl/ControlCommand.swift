@@ -17,6 +17,22 @@ public enum ControlCommand: String, Sendable, Codable, CaseIterable {
         }
     }
 
+    /// The type of the command's `args`.
+    public var argumentsType: any Codable.Type {
+        switch self {
+        case .status, .health, .metrics, .reload: NoArguments.self
+        case .list: ListArguments.self
+        case .show: ShowArguments.self
+        case .watch: WatchArguments.self
+        case .retry, .hold, .release, .cancel: JobActionArguments.self
+        case .pause, .resume: PauseArguments.self
+        case .wait: WaitArguments.self
+        case .enqueue: EnqueueArguments.self
+        case .retryHook: RetryHookArguments.self
+        case .limit: LimitArguments.self
+        }
+    }
+
     /// Commands that stream events after their first reply, or may take long to answer; the idle
     /// timeout does not apply while they run.
     public var isLongRunning: Bool { self == .watch || self == .wait }

@@ -69,6 +69,28 @@ public enum JSONValue: Sendable, Hashable, Codable {
     public func decode<T: Decodable>(_ type: T.Type) throws -> T {
         try ControlJSON.decoder.decode(T.self, from: ControlJSON.encoder.encode(self))
     }
+
+    /// The keys of this object (other than those given as `null`) that `T` has no field for: `T`
+    /// decoded from it and encoded again keeps only the keys it knows. Empty for a non-object.
+    public func keysUnknown<T: Codable>(to type: T.Type) throws -> [String] {
+        guard case .object(let given) = self else { return [] }
+        guard case .object(let known) = try ControlJSON.decoder.decode(JSONValue.self, from: ControlJSON.encoder.encode(decode(T.self))) else {
+            return []
+        }
+        return given.filter { $0.value != .null && known[$0.key] == nil }.keys.sorted()
+    }
+
+    /// A short account of the kind of value this is, for error messages.
+    public var kindName: String {
+        switch self {
+        case .null: "null"
+        case .bool: "a boolean"
+        case .number: "a number"
+        case .string: "a string"
+        case .array: "an array"
+        case .object: "an object"
+        }
+    }
 }
 
 /// A request line, as sent by a client.

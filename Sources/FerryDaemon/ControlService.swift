@@ -77,14 +77,21 @@ final class ControlService: Sendable {
         }
         let id = object["id"]
         guard case .number(let version)? = object["v"] else {
-            return [ControlReply(id: id, error: ControlError(.badRequest, "the request has no protocol version \"v\"; this daemon speaks version \(ControlProtocol.version)"))]
+            let problem = object["v"].map { "\"v\" is \($0.kindName); it must be the number of the protocol version" }
+                ?? "the request has no protocol version \"v\""
+            return [ControlReply(id: id, error: ControlError(.badRequest, "\(problem); this daemon speaks version \(ControlProtocol.version)"))]
         }
         guard version == Double(ControlProtocol.version) else {
             return [ControlReply(id: id, error: ControlError(.unsupportedVersion,
                 "protocol version \(version.rounded() == version && abs(version) < 1e15 ? String(Int64(version)) : String(version)) is not supported; this daemon speaks version \(ControlProtocol.version)"))]
         }
         guard case .string(let name)? = object["cmd"] else {
-            return [ControlReply(id: id, error: ControlError(.badRequest, "the request has no command name \"cmd\""))]
+            return [ControlReply(id: id, error: ControlError(.badRequest, object["cmd"].map { "\"cmd\" is \($0.kindName); it must be a command name (a string)" }
+                ?? "the request has no command name \"cmd\""))]
+        }
+        if let unknown = object.keys.filter({ !["v", "id", "cmd", "args"].contains($0) }).sorted().first {
+            return [ControlReply(id: id, error: ControlError(.badRequest,
+                "the request has an unknown key \"\(unknown)\"; a request has \"v\", \"id\", \"cmd\" and \"args\" (the command's arguments)"))]
         }
         guard let command = ControlCommand(rawValue: name) else {
             let known = ControlCommand.allCases.map(\.rawValue).joined(separator: ", ")
@@ -116,6 +123,10 @@ final class ControlService: Sendable {
 
     /// Runs one command; `nil` when the command wrote its replies itself (streams).
     private func run(_ command: ControlCommand, arguments: JSONValue, id: JSONValue?, session: ControlSession) async throws -> JSONValue? {
+        // A misspelt argument must not be mistaken for its absence (a `list` of every job, a `cancel` of the wrong one).
+        if let unknown = try arguments.keysUnknown(to: command.argumentsType).first {
+            throw ControlError(.invalidArgument, "\(command.rawValue) has no argument \"\(unknown)\" (docs/control-protocol.md lists each command's arguments)")
+        }
         switch command {
         case .status: return try ControlJSON.value(await status())
         case .list: return try ControlJSON.value(await list(arguments.decode(ListArguments.self), peer: session.peer))
@@ -137,9 +148,22 @@ final class ControlService: Sendable {
         }
     }
 
+    /// What a value of `type` looks like in JSON, for the types arguments use.
+    private static func expectation(_ type: Any.Type) -> String? {
+        switch type {
+        case is String.Type: "a string"
+        case is Int.Type, is Int64.Type: "a whole number"
+        case is Bool.Type: "true or false"
+        case is Double.Type: "a number"
+        default: nil
+        }
+    }
+
     static func describe(_ error: DecodingError) -> String {
         switch error {
         case .keyNotFound(let key, _): "missing \"\(key.stringValue)\""
+        case .typeMismatch(let type, let context) where expectation(type) != nil:
+            (context.codingPath.last.map { "\"\($0.stringValue)\" " } ?? "") + "must be " + expectation(type)!
         case .typeMismatch(_, let context), .valueNotFound(_, let context), .dataCorrupted(let context):
             (context.codingPath.last.map { "\"\($0.stringValue)\": " } ?? "") + context.debugDescription
         @unknown default: "\(error)"

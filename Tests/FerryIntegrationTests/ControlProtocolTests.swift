@@ -41,6 +41,25 @@ struct ControlProtocolTests {
             #expect(errorCode(try socket.request(#"{"v":1,"id":8,"cmd":"hold"}"#)) == "invalid_argument")
             #expect(errorCode(try socket.request(#"[1,2,3]"#)) == "bad_request")
 
+            // Each mistake is named: a version of the wrong type, a misspelt key or argument (never
+            // taken for an absent one: a `list` of everything, a `cancel` of the wrong job), a type.
+            func message(_ line: String) throws -> String {
+                let reply = try socket.request(line)
+                #expect(reply["ok"] as? Bool == false, "\(reply)")
+                return ((reply["error"] as? [String: Any])?["message"] as? String) ?? ""
+            }
+            #expect(try message(#"{"v":"1","id":11,"cmd":"status"}"#).contains(#""v" is a string; it must be the number of the protocol version"#))
+            #expect(try message(#"{"v":1,"id":12,"cmd":7}"#).contains(#""cmd" is a number"#))
+            #expect(try message(#"{"v":1,"id":13,"cmd":"list","arg":{"state":"failed"}}"#).contains(#"unknown key "arg""#))
+            let misspelt = try socket.request(#"{"v":1,"id":14,"cmd":"list","args":{"state":["failed"]}}"#)
+            #expect(errorCode(misspelt) == "invalid_argument")
+            #expect(((misspelt["error"] as? [String: Any])?["message"] as? String)?.contains(#"list has no argument "state""#) == true, "\(misspelt)")
+            #expect(try message(#"{"v":1,"id":15,"cmd":"status","args":{"verbose":true}}"#).contains(#"status has no argument "verbose""#))
+            #expect(try message(#"{"v":1,"id":16,"cmd":"limit","args":{"rate":1.5}}"#) == #"invalid arguments for limit: "rate" must be a string"#)
+            #expect(try message(#"{"v":1,"id":17,"cmd":"list","args":{"limit":"many"}}"#).contains(#""limit" must be a whole number"#))
+            // An argument given as null is an absent one.
+            #expect(try socket.request(#"{"v":1,"id":18,"cmd":"list","args":{"state":null}}"#)["ok"] as? Bool == true)
+
             // The same connection still works, and so does the daemon's real job.
             let status = try socket.request(#"{"v":1,"id":9,"cmd":"status"}"#)
             #expect(status["ok"] as? Bool == true)
