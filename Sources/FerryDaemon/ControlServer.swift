@@ -159,7 +159,7 @@ final class ControlServer: Sendable {
             throw DaemonError.other("control_socket \(path) exists and is not a socket; remove it or choose another path")
         }
         if Self.isListening(path) {
-            throw DaemonError.alreadyRunning("another ferryd is serving the control socket \(path); stop it, or give this one another control_socket")
+            throw DaemonError.alreadyRunning("a running process (another ferryd, or something else) is listening on the control socket \(path); stop it, or give this ferryd another control_socket")
         }
         unlink(path)
     }

@@ -1,4 +1,9 @@
+import Foundation
 import GRDB
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Why the queue database could not be used.
 public enum QueueError: Error, Sendable, CustomStringConvertible {
@@ -37,7 +42,7 @@ public enum QueueError: Error, Sendable, CustomStringConvertible {
             case .SQLITE_CORRUPT, .SQLITE_NOTADB:
                 return .corrupt(path: path, details: error.message ?? "\(error.resultCode)")
             case .SQLITE_CANTOPEN, .SQLITE_PERM, .SQLITE_READONLY, .SQLITE_AUTH:
-                return .cannotOpen(path: path, reason: error.message ?? "\(error.resultCode)")
+                return .cannotOpen(path: path, reason: accessProblem(path) ?? error.message ?? "\(error.resultCode)")
             case .SQLITE_FULL:
                 return .full(path: path)
             case .SQLITE_BUSY, .SQLITE_LOCKED:
@@ -47,5 +52,28 @@ public enum QueueError: Error, Sendable, CustomStringConvertible {
             }
         }
         return .database("\(path): \(error)")
+    }
+
+    /// Why the database file (or its directory) cannot be opened for reading and writing by this
+    /// process, said so that the fix is plain; `nil` if it can be, as far as `open(2)` tells.
+    static func accessProblem(_ path: String) -> String? {
+        for (target, flags) in [(path, O_RDWR | O_CLOEXEC), ((path as NSString).deletingLastPathComponent, O_RDONLY | O_DIRECTORY | O_CLOEXEC)] {
+            let descriptor = open(target, flags)
+            if descriptor >= 0 {
+                close(descriptor)
+                continue
+            }
+            let code = errno
+            if code == ENOENT && target == path { continue }
+            var st = stat()
+            let owner = stat(target, &st) == 0 ? " (owner uid \(st.st_uid), mode \(String(st.st_mode & 0o7777, radix: 8)))" : ""
+            let what = target == path ? "the file" : "its directory"
+            if code == EACCES || code == EPERM || code == EROFS {
+                return "\(what) \(target)\(owner) cannot be opened for \(target == path ? "reading and writing" : "reading") by uid \(geteuid()): "
+                    + "\(String(cString: strerror(code))); give ferryd's user access to the state directory and the files in it"
+            }
+            return "\(what) \(target): \(String(cString: strerror(code)))"
+        }
+        return nil
     }
 }

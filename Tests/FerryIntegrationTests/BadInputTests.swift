@@ -334,6 +334,35 @@ struct BadInputTests {
         }
     }
 
+    @Test("A queue database ferryd's user may not open stops it with the owner, the mode and the fix, and is left as it was",
+          .enabled(if: getuid() == 0, "runs ferryd as nobody through setpriv, which needs root"))
+    func unreadableDatabase() async throws {
+        try await withDaemonHarness { harness in
+            try await harness.start()
+            try harness.drop("one.txt", Array("one".utf8))
+            try await harness.waitForAccepted(1)
+            try await harness.waitForQuiet()
+            #expect(try await harness.daemon?.stop() == 0)
+            // Everything else is nobody's; the database stays root's, mode 0600 (say, after a run as root).
+            let database = harness.directory.url("state/queue.sqlite")
+            let before = FileManager.default.contents(atPath: database)
+            let ferryd = try await ferrydCopy(in: harness.directory)
+            chmod(harness.directory.path, 0o755)
+            let chown = try ChildProcess(executable: "/bin/chown", arguments: ["-R", "nobody:nogroup", harness.directory.path],
+                                         logPath: harness.directory.url("chown.log"))
+            #expect(try await chown.waitForExit() == 0)
+            #expect(Glibc.chown(database, 0, 0) == 0 && chmod(database, 0o600) == 0)
+            let child = try ChildProcess(
+                executable: "/usr/bin/setpriv",
+                arguments: ["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--", ferryd, "--config", harness.configPath],
+                logPath: harness.directory.url("nobody.log"))
+            let status = try await child.waitForExit()
+            #expect(status == 74, "\(child.log)")
+            #expect(child.log.contains("cannot open the queue database \(database): the file \(database) (owner uid 0, mode 600) cannot be opened for reading and writing by uid 65534: Permission denied; give ferryd's user access"), "\(child.log)")
+            #expect(FileManager.default.contents(atPath: database) == before)
+        }
+    }
+
     @Test("check-config and ferryd refuse wrong types, CR/LF in header values and names, field names and the URL, and a credential file they may not read (exit 78, file:line:key, no secret)")
     func badConfigurations() async throws {
         let fixture = try BadConfigFixture()
