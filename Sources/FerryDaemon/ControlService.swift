@@ -114,7 +114,7 @@ final class ControlService: Sendable {
         } catch let error as ControlError {
             return [ControlReply(id: id, error: error)]
         } catch let error as DecodingError {
-            return [ControlReply(id: id, error: ControlError(.invalidArgument, "invalid arguments for \(name): \(Self.describe(error))"))]
+            return [ControlReply(id: id, error: ControlError(.invalidArgument, "invalid arguments for \(name): \(error.argumentMessage)"))]
         } catch {
             logger.error("control request failed", metadata: ["command": "\(name)", "error": "\(error)"])
             return [ControlReply(id: id, error: ControlError(.internal, "\(name) failed: \(error)"))]
@@ -145,28 +145,6 @@ final class ControlService: Sendable {
         case .watch:
             try await watch(arguments.decode(WatchArguments.self), id: id, session: session)
             return nil
-        }
-    }
-
-    /// What a value of `type` looks like in JSON, for the types arguments use.
-    private static func expectation(_ type: Any.Type) -> String? {
-        switch type {
-        case is String.Type: "a string"
-        case is Int.Type, is Int64.Type: "a whole number"
-        case is Bool.Type: "true or false"
-        case is Double.Type: "a number"
-        default: nil
-        }
-    }
-
-    static func describe(_ error: DecodingError) -> String {
-        switch error {
-        case .keyNotFound(let key, _): "missing \"\(key.stringValue)\""
-        case .typeMismatch(let type, let context) where expectation(type) != nil:
-            (context.codingPath.last.map { "\"\($0.stringValue)\" " } ?? "") + "must be " + expectation(type)!
-        case .typeMismatch(_, let context), .valueNotFound(_, let context), .dataCorrupted(let context):
-            (context.codingPath.last.map { "\"\($0.stringValue)\": " } ?? "") + context.debugDescription
-        @unknown default: "\(error)"
         }
     }
 
@@ -248,7 +226,7 @@ final class ControlService: Sendable {
         var summary = job.summary
         summary.bundle = try await bundleInfo(of: job)
         var detail = JobDetail(
-            job: summary, url: spool.map(Self.shownURL) ?? "(spool no longer configured)", location: location, path: path,
+            job: summary, url: spool.map { $0.shownEndpoint(for: job) } ?? "(spool no longer configured)", location: location, path: path,
             disposition: job.disposition.map { JobDetail.Disposition(rawValue: $0.rawValue) }, heldAt: job.heldAt, response: response,
             attempts: attempts.map {
                 AttemptInfo(number: $0.number, startedAt: $0.startedAt, durationSeconds: $0.duration, status: $0.httpStatus,
@@ -269,12 +247,6 @@ final class ControlService: Sendable {
             detail.partsTotal = Int(max(1, (job.identity.size + partSize - 1) / partSize))
         }
         return detail
-    }
-
-    /// The spool's endpoint as `show` prints it (secrets as `***`); for s3 also the bucket and key.
-    static func shownURL(_ spool: SpoolConfiguration) -> String {
-        guard let s3 = spool.s3 else { return spool.url.redactedURL }
-        return "\(spool.url.redactedURL) bucket \(s3.bucket), key \(s3.key.redacted)"
     }
 
     /// Where the job's file is now.

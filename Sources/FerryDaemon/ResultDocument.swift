@@ -53,7 +53,7 @@ struct ResultDocument: Encodable {
            let bytes = Data(base64Encoded: String(digest.dropFirst(9).dropLast())) {
             sha256 = bytes.map { String(format: "%02x", $0) }.joined()
         }
-        url = ControlService.shownURL(spool)
+        url = spool.shownEndpoint(for: job, sha256: sha256)
         status = job.responseStatus
         headers = job.responseHeaders.byName ?? [:]
         contentType = job.responseContentType

@@ -45,6 +45,10 @@ struct PutProtocolTests {
             // The name is percent-encoded in the path: a space, '#' and UTF-8 never reach the server raw.
             #expect(harness.receiver.acceptedRequests.contains { $0.uri == "/dav/photo%201.jpg" })
             #expect(harness.receiver.acceptedRequests.contains { $0.uri == "/dav/%C3%A9t%C3%A9%232.bin" })
+            // show gives the URL the file went to, as sent.
+            let photo = try #require(try await jobs(harness).first { $0.displayPath == "photo 1.jpg" })
+            let shown = try await harness.ctl("show", photo.id.rawValue, "--json").json()
+            #expect((shown["url"] as? String)?.hasSuffix("/dav/photo%201.jpg") == true, "\(shown["url"] ?? "-")")
             // No snapshot of the file was made: the body directory stayed empty.
             let bodies = (try? FileManager.default.contentsOfDirectory(atPath: harness.directory.url("state/bodies"))) ?? []
             #expect(bodies.isEmpty)

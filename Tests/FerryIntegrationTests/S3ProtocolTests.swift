@@ -233,7 +233,7 @@ struct S3ProtocolTests {
             let detail = try show.json()
             #expect(detail["parts_total"] as? Int == 8, "\(show.stdout)")
             #expect((detail["parts_confirmed"] as? Int ?? 0) >= 1)
-            #expect((detail["url"] as? String)?.contains("bucket \(S3TestServer.bucket)") == true)
+            #expect((detail["url"] as? String)?.hasSuffix("bucket \(S3TestServer.bucket), key video.mkv") == true, "\(detail["url"] ?? "-")")
             let human = try await harness.ctl("show", job.id.rawValue)
             #expect(human.stdout.contains("confirmed by the server (multipart upload)"), "\(human.stdout)")
             let status = try await harness.ctl("status", "--json")
