@@ -4,17 +4,21 @@ import FerryTestSupport
 import Foundation
 import Testing
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// `protocol = "tus"` against a real tus 1.0 server: tuspyserver 4.4.3 (FastAPI, under uvicorn),
 /// behind a proxy in `Tests/Servers/tus_server.py` that can cut or stall one PATCH.
 @Suite("tus uploads through the real ferryd against tuspyserver", .serialized)
 struct TusProtocolTests {
     /// Runs `body` with a tus server (stopped afterwards) and a ferryd whose one spool sends to it.
     func withTus(
-        cutAt: Int? = nil, stallAt: Int? = nil, endpointSuffix: String = "/", options: [String] = [],
+        cutAt: Int? = nil, stallAt: Int? = nil, pauseAt: Int? = nil, endpointSuffix: String = "/", options: [String] = [],
         fields: [String] = [], retry: [String]? = nil, _ body: (DaemonHarness, TusServer) async throws -> Void
     ) async throws {
         let directory = try TemporaryDirectory("ferry-tus")
-        let server = try await TusServer.start(filesDirectory: directory.url("files"), cutAt: cutAt, stallAt: stallAt)
+        let server = try await TusServer.start(filesDirectory: directory.url("files"), cutAt: cutAt, stallAt: stallAt, pauseAt: pauseAt)
         do {
             let spool = TestSpool(options: ["protocol = \"tus\""] + options, fields: fields, retry: retry)
             try await withDaemonHarness(spools: [spool], url: server.url + endpointSuffix) { harness in
@@ -231,6 +235,35 @@ struct TusProtocolTests {
             let cancelled = try #require(try await jobs(harness).first)
             #expect(cancelled.state == .cancelled)
             #expect(fileExists(harness.spoolPath() + "/.failed/big.bin"), "a cancelled file is moved aside, never deleted")
+        }
+    }
+
+    @Test("A file rewritten in place while the server holds its PATCH is not recorded delivered, though the server completes that upload; the new version is")
+    func rewrittenDuringPatch() async throws {
+        let size = 16 << 20
+        try await withTus(pauseAt: size / 2) { harness, server in
+            try await harness.start()
+            let path = try harness.drop("scan.bin", pseudoRandomBytes(size, seed: 68))
+            try await waitUntil("the server to hold the PATCH") { try await server.stats().pauses == 1 }
+            let newer = pseudoRandomBytes(size, seed: 69)
+            let fd = open(path, O_WRONLY)
+            #expect(fd >= 0)
+            let written = newer.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
+            close(fd)
+            #expect(written == size)
+            try server.release()
+            try await waitUntil("the new version to be delivered", timeout: .seconds(60)) {
+                try await jobs(harness).contains { $0.state == .done }
+            }
+            let all = try await jobs(harness)
+            #expect(Set(all.map(\.state)) == [.superseded, .done], "\(all.map(\.state))")
+            // The new version arrived whole, as an upload of its own; the held one is ended on the
+            // server (terminated), whatever bytes it got.
+            try await waitUntil("the held upload to be terminated") { try await server.stats().counts["DELETE"] == 1 }
+            let stats = try await server.stats()
+            #expect(stats.completed.map(\.sha256) == [sha256Hex(newer)], "\(stats.completed)")
+            #expect(stats.requests.contains { $0.method == "PATCH" && $0.status == 204 && $0.bodyBytes == size }, "the held PATCH was answered 204")
+            #expect(harness.daemon?.log.contains("the server may hold a mix of its two versions") == true)
         }
     }
 

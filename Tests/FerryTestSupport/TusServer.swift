@@ -39,6 +39,8 @@ public struct TusStats: Decodable, Sendable {
     public var cuts: Int
     /// PATCH requests `--stall-at` stopped reading (0 or 1).
     public var stalls: Int
+    /// PATCH requests `--pause-at` held (0 or 1).
+    public var pauses: Int
     public var requests: [Request]
     public var uploads: [Upload]
     public var completed: [Completed]
@@ -60,16 +62,17 @@ public final class TusServer: @unchecked Sendable {
     }
 
     /// Starts the server storing uploads in `filesDirectory` and waits for its listening line.
-    public static func start(filesDirectory: String, cutAt: Int? = nil, stallAt: Int? = nil) async throws -> TusServer {
-        try await TusServer(filesDirectory: filesDirectory, cutAt: cutAt, stallAt: stallAt)
+    public static func start(filesDirectory: String, cutAt: Int? = nil, stallAt: Int? = nil, pauseAt: Int? = nil) async throws -> TusServer {
+        try await TusServer(filesDirectory: filesDirectory, cutAt: cutAt, stallAt: stallAt, pauseAt: pauseAt)
     }
 
-    public init(filesDirectory: String, cutAt: Int? = nil, stallAt: Int? = nil) async throws {
+    public init(filesDirectory: String, cutAt: Int? = nil, stallAt: Int? = nil, pauseAt: Int? = nil) async throws {
         self.filesDirectory = filesDirectory
         let explicit = ProcessInfo.processInfo.environment["FERRY_TEST_PYTHON"]
         let arguments = (explicit == nil ? ["python3"] : []) + [Self.script, "--files", filesDirectory]
             + (cutAt.map { ["--cut-at", String($0)] } ?? [])
             + (stallAt.map { ["--stall-at", String($0)] } ?? [])
+            + (pauseAt.map { ["--pause-at", String($0)] } ?? [])
         child = try ChildProcess(executable: PythonReceiver.python, arguments: arguments, logPath: filesDirectory + ".log")
         let line: String
         do {
@@ -107,7 +110,7 @@ public final class TusServer: @unchecked Sendable {
     }
 
     /// Makes the server give up on the request `stallAt` stalled (its client is taken as gone): the
-    /// server keeps the bytes it read.
+    /// server keeps the bytes it read. A request `pauseAt` held is read on.
     public func release() throws {
         _ = try tusHTTPGet(port: port, path: "/__release")
     }

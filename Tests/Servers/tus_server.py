@@ -3,6 +3,7 @@
 uvicorn, behind a small TCP proxy in the same process that can cut one upload's connection.
 
     tus_server.py --files DIR [--port N] [--prefix /files] [--cut-at BYTES] [--stall-at BYTES]
+                 [--pause-at BYTES]
 
 Prints one JSON line once both listeners are up, the endpoint clients use (the proxy's port):
 
@@ -19,6 +20,10 @@ the app has read) is cut there: the app is handed exactly up to byte BYTES of th
 a client disconnect, and the proxy resets (SO_LINGER 0) both the client's connection and its own to
 uvicorn. tuspyserver keeps what it read, so afterwards HEAD answers Upload-Offset: BYTES. Once only.
 POST bodies (creation-with-upload) are counted but never cut.
+
+--pause-at BYTES: the first PATCH that takes an upload to BYTES stops being read there (the client's
+writes block once the buffers are full) until GET /__release, then is read on and answered as usual.
+Once only; `pauses` in the stats counts it.
 
 How tuspyserver 4.4.3 behaves (read from its source, checked by tus_server_selftest.py):
 - OPTIONS PREFIX/: 204 with Tus-Version and Tus-Resumable 1.0.0, Tus-Extension "creation,
@@ -149,10 +154,12 @@ class Harness:
     """ASGI middleware around the FastAPI app: counts requests and PATCH bytes, makes the cut,
     and answers GET /__stats."""
 
-    def __init__(self, app, files_dir, cut_at, proxy, stall_at=None):
+    def __init__(self, app, files_dir, cut_at, proxy, stall_at=None, pause_at=None):
         self.app, self.files_dir, self.cut_at, self.proxy = app, files_dir, cut_at, proxy
         self.stall_at = stall_at
         self.stalls = 0
+        self.pause_at = pause_at
+        self.pauses = 0
         self.released = asyncio.Event()
         self.patch_bytes = 0
         self.post_bytes = 0
@@ -184,6 +191,11 @@ class Harness:
         async def counting_receive():
             if entry["cut"]:
                 return {"type": "http.disconnect"}
+            if entry.get("paused"):
+                # Read nothing more until GET /__release, then go on as usual.
+                while not self.released.is_set():
+                    await asyncio.sleep(0.02)
+                entry["paused"] = False
             if entry.get("stalled"):
                 # Read nothing more (the client's writes block) until the client goes away.
                 key = scope["client"][1]
@@ -216,6 +228,12 @@ class Harness:
                 self.stalls += 1
                 print(f"tus_server: stalled {scope['path']} at byte {offset + entry['bodyBytes'] + len(body)}",
                       file=sys.stderr, flush=True)
+            if method == "PATCH" and self.pause_at is not None and self.pauses == 0 and offset is not None \
+                    and not entry["cut"] and offset + entry["bodyBytes"] + len(body) >= self.pause_at:
+                entry["paused"] = True
+                self.pauses += 1
+                print(f"tus_server: paused {scope['path']} at byte {offset + entry['bodyBytes'] + len(body)}",
+                      file=sys.stderr, flush=True)
             entry["bodyBytes"] += len(body)
             if method == "PATCH":
                 self.patch_bytes += len(body)
@@ -240,6 +258,7 @@ class Harness:
             "counts": self.counts,
             "cuts": self.cuts,
             "stalls": self.stalls,
+            "pauses": self.pauses,
             "requests": self.requests,
             "uploads": [{k: u[k] for k in ("id", "name", "size", "offset")} for u in uploads],
             "completed": [{k: u[k] for k in ("id", "name", "size", "sha256")} for u in uploads if u["complete"]],
@@ -299,7 +318,7 @@ async def serve(options):
     backend.bind(("127.0.0.1", 0))
     backend.listen(128)
     proxy = Proxy(backend.getsockname()[1])
-    harness = Harness(app, options.files, options.cut_at, proxy, options.stall_at)
+    harness = Harness(app, options.files, options.cut_at, proxy, options.stall_at, options.pause_at)
     config = uvicorn.Config(harness, http="h11", loop="asyncio", lifespan="off", access_log=False,
                             log_level="warning", timeout_graceful_shutdown=2)
     server = uvicorn.Server(config)
@@ -324,6 +343,9 @@ def main():
     arguments.add_argument("--stall-at", type=int, default=None, metavar="BYTES",
                            help="stop reading the first PATCH that takes an upload to byte BYTES, once, until its "
                                 "client goes away (for killing the client mid-upload)")
+    arguments.add_argument("--pause-at", type=int, default=None, metavar="BYTES",
+                           help="stop reading the first PATCH that takes an upload to byte BYTES, once, until "
+                                "GET /__release, then read on")
     arguments.add_argument("--max-size", type=int, default=128849018880)
     arguments.add_argument("--days-to-keep", type=int, default=5)
     options = arguments.parse_args()
