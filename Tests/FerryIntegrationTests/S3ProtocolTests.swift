@@ -212,7 +212,12 @@ struct S3ProtocolTests {
             #expect(try server.openUploads().isEmpty, "ListMultipartUploads is empty afterwards")
             let sent = try proxy.stats().upstreamBytes
             print("s3 \(kind): kill -9 at 60% of 64 MiB: \(sent) bytes on the wire for \(size) (\(sent - size) more)")
-            #expect(sent - size <= 8 * Self.mib + 256 * 1024, "re-sent at most one part")
+            // The part written whole before the kill is kept when the server has stored it by the
+            // time the resumed attempt lists the parts (2 s after the start); moto, in Python on a
+            // loaded 2-core machine, sometimes has not (docs/RELIABILITY.md, "the next part while
+            // one awaits its answer"): then the two parts in flight are sent again.
+            let parts = kind == .moto ? 2 : 1
+            #expect(sent - size <= parts * 8 * Self.mib + 256 * 1024, "re-sent at most \(parts) part(s)")
             #expect(done.first?.attempts == 1, "the attempt cut by the crash does not count")
         }
     }
