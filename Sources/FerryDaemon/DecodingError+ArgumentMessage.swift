@@ -6,15 +6,13 @@ extension DecodingError {
     var argumentMessage: String {
         switch self {
         case .keyNotFound(let key, _):
-            return "missing \"\(key.stringValue)\""
-        case .typeMismatch(let type, let context):
-            let name = context.codingPath.last.map { "\"\($0.stringValue)\" " } ?? ""
-            if let expected = Self.jsonKind(of: type) { return name + "must be " + expected }
-            return (context.codingPath.last.map { "\"\($0.stringValue)\": " } ?? "") + context.debugDescription
-        case .valueNotFound(_, let context), .dataCorrupted(let context):
-            return (context.codingPath.last.map { "\"\($0.stringValue)\": " } ?? "") + context.debugDescription
+            "missing \"\(key.stringValue)\""
+        case .typeMismatch(let type, let context) where Self.jsonKind(of: type) != nil:
+            (context.codingPath.last.map { "\"\($0.stringValue)\" " } ?? "") + "must be " + Self.jsonKind(of: type)!
+        case .typeMismatch(_, let context), .valueNotFound(_, let context), .dataCorrupted(let context):
+            (context.codingPath.last.map { "\"\($0.stringValue)\": " } ?? "") + context.debugDescription
         @unknown default:
-            return "\(self)"
+            "\(self)"
         }
     }
 

@@ -116,11 +116,7 @@ struct PromiseTests {
             try await waitUntil("the upload to be under way") { (harness.receiver.requests.first?.bodyBytes ?? 0) >= 256 * 1024 }
             // The producer rewrites the file in place, shorter (48 MiB do not fit in the socket buffers, so most
             // of the old version is still to be sent).
-            let newer = pseudoRandomBytes(100_000, seed: 97)
-            let fd = open(path, O_WRONLY | O_TRUNC)
-            #expect(fd >= 0)
-            _ = newer.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-            close(fd)
+            try rewriteInPlace(path, with: pseudoRandomBytes(100_000, seed: 97), truncating: true)
             gate.open()
             try await waitUntil("the new version to be delivered\n\(harness.daemon?.log ?? "")", timeout: .seconds(30)) {
                 try await jobs(harness).contains { $0.state == .done }
@@ -150,11 +146,7 @@ struct PromiseTests {
             let path = try harness.drop("scan.bin", pseudoRandomBytes(size, seed: 101))
             try await waitUntil("the upload to be under way") { (harness.receiver.requests.first?.bodyBytes ?? 0) >= 64 * 1024 }
             let newer = pseudoRandomBytes(size, seed: 102)
-            let fd = open(path, O_WRONLY)
-            #expect(fd >= 0)
-            let written = newer.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
-            close(fd)
-            #expect(written == size)
+            try rewriteInPlace(path, with: newer)
             gate.open()
             try await waitUntil("the new version to be delivered\n\(harness.daemon?.log ?? "")", timeout: .seconds(60)) {
                 try await jobs(harness).contains { $0.state == .done }

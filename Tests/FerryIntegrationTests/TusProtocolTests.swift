@@ -4,10 +4,6 @@ import FerryTestSupport
 import Foundation
 import Testing
 
-#if canImport(Glibc)
-import Glibc
-#endif
-
 /// `protocol = "tus"` against a real tus 1.0 server: tuspyserver 4.4.3 (FastAPI, under uvicorn),
 /// behind a proxy in `Tests/Servers/tus_server.py` that can cut or stall one PATCH.
 @Suite("tus uploads through the real ferryd against tuspyserver", .serialized)
@@ -246,11 +242,7 @@ struct TusProtocolTests {
             let path = try harness.drop("scan.bin", pseudoRandomBytes(size, seed: 68))
             try await waitUntil("the server to hold the PATCH") { try await server.stats().pauses == 1 }
             let newer = pseudoRandomBytes(size, seed: 69)
-            let fd = open(path, O_WRONLY)
-            #expect(fd >= 0)
-            let written = newer.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
-            close(fd)
-            #expect(written == size)
+            try rewriteInPlace(path, with: newer)
             try server.release()
             try await waitUntil("the new version to be delivered", timeout: .seconds(60)) {
                 try await jobs(harness).contains { $0.state == .done }

@@ -64,6 +64,17 @@ public func dropFile(_ bytes: [UInt8], at path: String) throws {
     }
 }
 
+/// Writes `bytes` over the file at `path` from its start, as a producer rewriting it in place
+/// would: the same inode, a new modification time; `truncating` first empties it (otherwise a
+/// longer old version keeps its tail).
+public func rewriteInPlace(_ path: String, with bytes: [UInt8], truncating: Bool = false) throws {
+    let descriptor = open(path, O_WRONLY | O_CLOEXEC | (truncating ? O_TRUNC : 0))
+    guard descriptor >= 0 else { throw TestFailure("cannot open \(path) to rewrite it: \(String(cString: strerror(errno)))") }
+    defer { close(descriptor) }
+    let written = bytes.withUnsafeBytes { pwrite(descriptor, $0.baseAddress, $0.count, 0) }
+    guard written == bytes.count else { throw TestFailure("rewrote \(written) of \(bytes.count) bytes of \(path)") }
+}
+
 /// `count` bytes from a seeded generator, so a failure can be reproduced.
 public func pseudoRandomBytes(_ count: Int, seed: UInt64) -> [UInt8] {
     var state = seed &+ 0x9E37_79B9_7F4A_7C15
