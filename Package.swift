@@ -314,7 +314,7 @@ let package = Package(
         ),
         .testTarget(
             name: "FerryDaemonTests",
-            dependencies: ["CFerrySystem", "FerryDaemon", "FerryQueue", "FerryTestSupport", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["CFerrySystem", "FerryDaemon", "FerryQueue", "FerryS3", "FerryTestSupport", .product(name: "Logging", package: "swift-log")]
         ),
         .testTarget(
             name: "FerryIntegrationTests",

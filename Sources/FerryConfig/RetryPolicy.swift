@@ -13,8 +13,11 @@ public struct RetryPolicy: Sendable, Equatable {
 
     /// 408 Request Timeout, 423 Locked (a tus server busy with an earlier request), 425 Too Early,
     /// 429 Too Many Requests, 500 Internal Server Error, 502 Bad Gateway, 503 Service Unavailable,
-    /// 504 Gateway Timeout.
-    public static let defaultRetryStatuses: Set<Int> = [408, 423, 425, 429, 500, 502, 503, 504]
+    /// 504 Gateway Timeout, 507 Insufficient Storage (a full disk at the server), 509 Bandwidth
+    /// Limit Exceeded, and the statuses a CDN in front of the server gives when it cannot reach it
+    /// (Cloudflare's 520–524 and 529). 501 and 505 are not retried: the server lacks the method
+    /// or the HTTP version, and will next time too.
+    public static let defaultRetryStatuses: Set<Int> = [408, 423, 425, 429, 500, 502, 503, 504, 507, 509, 520, 521, 522, 523, 524, 529]
 
     public init(
         initialDelay: Duration = .seconds(1), maxDelay: Duration = .seconds(300), maxAttempts: Int = 0,

@@ -7,8 +7,9 @@ import Foundation
 /// (`ResumableClient` in FerryTransport) makes the requests and stores each new upload state before
 /// the next request. Tested with scripted answers, without a network.
 ///
-///     small file, or a server that does not offer resumption:
+///     small file (within chunk_size), or a server that does not offer resumption:
 ///       create(whole, Upload-Complete: ?1) ─▶ finish (the application's answer)
+///       … 413: discover ─▶ (offered) create(empty, ?0) ─▶ appends of at most half the file, halved on 413
 ///     a large file to a server that offers it (OPTIONS shows Upload-Limit):
 ///       discover ─▶ create(empty, ?0) ─▶ record URL ─▶ append(?0) ─▶ record ─▶ … ─▶ append(?1) ─▶ finish
 ///     a known upload (a cut, a restart):
@@ -51,6 +52,11 @@ public struct ResumableUploadMachine: Sendable {
     private var current = false
     /// The most sent in one append after a 413.
     private var appendCeiling: Int64?
+    /// Whether OPTIONS was asked during this attempt.
+    private var discoveryAsked = false
+    /// The 413 that a creation carrying the whole file got: the file then goes in appends, if the
+    /// server offers them (a proxy's body limit in front of a resumable server).
+    private var wholeRefusal: ServerAnswer?
     private var creations = 0, idleAnswers = 0
     /// The offset a PATCH answered 409 at: if HEAD then reports the same offset, the server is busy
     /// with the upload (an earlier request still holds it).
@@ -89,9 +95,8 @@ public struct ResumableUploadMachine: Sendable {
             phase = .askingOffset(upload)
             return .askOffset(url: upload.url)
         }
-        if settings.length <= settings.wholeBodyLimit { return create() }
-        phase = .discovering
-        return .discover
+        if settings.length <= settings.wholeBodyLimit, fitsOneAppend { return create() }
+        return discover()
     }
 
     /// What `OPTIONS` showed of the endpoint.
@@ -102,6 +107,7 @@ public struct ResumableUploadMachine: Sendable {
             return finish(.noAnswer("asking the server whether it offers resumable uploads (OPTIONS): \(message)"))
         case .notOffered:
             notices.append(.notOffered)
+            if let refusal = wholeRefusal { return finish(.answered(refusal)) }
             return create()
         case .offered(let found):
             offered = true
@@ -121,6 +127,14 @@ public struct ResumableUploadMachine: Sendable {
         let success = (200..<300).contains(status)
         // The whole file was sent: the answer is the application's (an ordinary server's too),
         // unless a resumable server says it kept only part of it.
+        if whole, status == 413, wholeRefusal == nil, settings.length > Self.smallestAppend, !discoveryAsked || offered {
+            // Too large for one request (a proxy's body limit, a max-append-size below the file):
+            // in appends, if the server offers them; halved until they pass.
+            wholeRefusal = answer(status, headers, body)
+            appendCeiling = max(Self.smallestAppend, settings.length / 2)
+            notices.append(.appendTooLarge(length: settings.length))
+            return offered ? create() : discover()
+        }
         if whole, !(success && ResumableFields.completeness(in: headers) == false && location != nil) {
             return finish(.answered(answer(status, headers, body)))
         }
@@ -295,10 +309,24 @@ public struct ResumableUploadMachine: Sendable {
         if creations > 3 {
             return finish(.noAnswer("the server kept losing the upload right after creating it"))
         }
-        let whole = !offered || settings.length <= settings.wholeBodyLimit || limit.minSize.map { settings.length < $0 } == true
+        let whole = !offered || (settings.length <= settings.wholeBodyLimit && fitsOneAppend && wholeRefusal == nil)
+            || limit.minSize.map { settings.length < $0 } == true
         current = false
         phase = .creating(whole: whole)
         return .create(bodyLength: whole ? settings.length : 0, complete: whole)
+    }
+
+    /// Asks the server (OPTIONS) whether it offers resumable uploads.
+    private mutating func discover() -> Action {
+        discoveryAsked = true
+        phase = .discovering
+        return .discover
+    }
+
+    /// Whether the whole file fits in one request under `chunk_size`, the server's max-append-size
+    /// and a 413's ceiling (the draft limits a creation's body as it limits an append's).
+    private var fitsOneAppend: Bool {
+        [settings.chunkSize, limit.maxAppendSize, appendCeiling].allSatisfy { $0.map { settings.length <= $0 } ?? true }
     }
 
     /// A request that got no answer ends the attempt.

@@ -89,6 +89,9 @@ extension S3UploadMachine {
         case lost
         case partRejected(number: Int, code: String)
         case completedEarlier
+        /// HEAD on the object was refused (403), so whether an earlier completion stored it cannot
+        /// be told: the upload starts over.
+        case objectUnreadable
         /// Parts the server listed that were not recorded (their answers lost), kept: not sent again.
         case partsRecognised(count: Int)
         /// The file is read back to compare with what the server holds: part `number`, or (`nil`)

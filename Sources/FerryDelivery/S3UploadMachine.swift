@@ -240,6 +240,12 @@ public struct S3UploadMachine: Sendable {
         case .noObject:
             notices.append(.lost)
             return startOver()
+        case .error(let answer) where answer.status == 403:
+            // A key that may write but not read (no s3:GetObject, the least a drop box is given)
+            // is refused HEAD whether or not the object exists: the object cannot be checked, so
+            // it is stored again, the same bytes under the same key.
+            notices.append(.objectUnreadable)
+            return startOver()
         default:
             return finishOther(response, during: "checking whether the object was completed")
         }

@@ -66,18 +66,33 @@ public struct MultipartPart: Sendable {
         return header
     }
 
-    /// Escapes a `name` or `filename` parameter value the way browsers do.
+    /// Escapes a `name` or `filename` parameter value the way browsers do: `"`, CR and LF
+    /// percent-encoded (WHATWG). A backslash goes as it is, as browsers send it, except where a
+    /// parser that reads quoted-pairs (Go's `mime`, Python's `email`, Werkzeug, python-multipart,
+    /// Rack) would take it for an escape: before one of RFC 2045's tspecials, or last. There it
+    /// is doubled, so that `photo\` is not read as an unterminated value (Go then drops the part,
+    /// Werkzeug takes the file for a text field).
     public static func escapeParameter(_ value: String) -> [UInt8] {
-        var out: [UInt8] = []
-        out.reserveCapacity(value.utf8.count)
+        var encoded: [UInt8] = []
+        encoded.reserveCapacity(value.utf8.count)
         for byte in value.utf8 {
             switch byte {
-            case 0x22: out += [0x25, 0x32, 0x32]  // " → %22
-            case 0x0D: out += [0x25, 0x30, 0x44]  // CR → %0D
-            case 0x0A: out += [0x25, 0x30, 0x41]  // LF → %0A
-            default: out.append(byte)
+            case 0x22: encoded += [0x25, 0x32, 0x32]  // " → %22
+            case 0x0D: encoded += [0x25, 0x30, 0x44]  // CR → %0D
+            case 0x0A: encoded += [0x25, 0x30, 0x41]  // LF → %0A
+            default: encoded.append(byte)
             }
+        }
+        guard encoded.contains(0x5C) else { return encoded }
+        var out: [UInt8] = []
+        out.reserveCapacity(encoded.count + 4)
+        for (index, byte) in encoded.enumerated() {
+            out.append(byte)
+            if byte == 0x5C, index + 1 == encoded.count || Self.tspecials.contains(encoded[index + 1]) { out.append(0x5C) }
         }
         return out
     }
+
+    /// RFC 2045's tspecials: after a backslash, quoted-pair readers take one of them for itself.
+    static let tspecials: Set<UInt8> = Set("()<>@,;:\\\"/[]?=".utf8)
 }

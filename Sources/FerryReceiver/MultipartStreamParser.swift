@@ -4,7 +4,8 @@ import CFerrySystem
 /// each part's headers, its bytes (without ever holding a whole part in memory) and its end.
 ///
 /// It follows RFC 7578 / RFC 2046 as browsers and Ferry produce them: a preamble is skipped, header
-/// lines end in CRLF, and parameter values are quoted strings without backslash escapes (WHATWG).
+/// lines end in CRLF, and parameter values are quoted strings without backslash escapes (WHATWG; a doubled backslash,
+/// which Ferry sends where a quoted-pair reader would misread a single one, is read as one).
 struct MultipartStreamParser {
     /// What the parser found.
     enum Event {
@@ -196,13 +197,20 @@ enum HeaderParameters {
         return (String(decoding: first, as: UTF8.self).trimmingSpaces(), parameters)
     }
 
-    /// Reverses the browsers' escaping of `name` and `filename`: `%22` → `"`, `%0D` → CR, `%0A` → LF.
+    /// Reverses the browsers' escaping of `name` and `filename`: `%22` → `"`, `%0D` → CR, `%0A` → LF;
+    /// and a doubled backslash (Ferry doubles one that a quoted-pair reader would take for an
+    /// escape) → one.
     static func unescapeWHATWG(_ text: String) -> String {
-        guard text.contains("%") else { return text }
+        guard text.contains("%") || text.contains("\\\\") else { return text }
         var out: [UInt8] = []
         let bytes = Array(text.utf8)
         var index = 0
         while index < bytes.count {
+            if bytes[index] == 0x5C, index + 1 < bytes.count, bytes[index + 1] == 0x5C {
+                out.append(0x5C)
+                index += 2
+                continue
+            }
             if bytes[index] == UInt8(ascii: "%"), index + 2 < bytes.count {
                 let code = String(decoding: bytes[(index + 1)...(index + 2)], as: UTF8.self).uppercased()
                 let replacement: UInt8? = code == "22" ? 0x22 : code == "0D" ? 0x0D : code == "0A" ? 0x0A : nil

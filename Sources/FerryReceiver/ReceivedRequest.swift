@@ -23,7 +23,7 @@ public struct ReceivedFile: Sendable, Codable, Hashable {
     public var fieldName: String
     /// The `filename` parameter exactly as sent (browsers' escaping intact, e.g. `%22`).
     public var filenameParameter: String
-    /// The file name with the browsers' `%22`/`%0D`/`%0A` escaping reversed.
+    /// The file name with the browsers' `%22`/`%0D`/`%0A` escaping reversed (and a doubled backslash read as one).
     public var filename: String
     /// The part's `Content-Type`, if it had one.
     public var contentType: String?

@@ -174,8 +174,9 @@ public final class ResumableClient: Sendable {
             known[key] = (task, now)
             return task
         }
-        let result = await withTaskCancellationHandler { await task.value } onCancel: { task.cancel() }
-        if case .failed = result {
+        // A waiter that is cancelled (its job held, say) leaves the others their answer.
+        let result = await SharedTaskWait.value(of: task, ifCancelled: .failed("cancelled"))
+        if case .failed = result, !Task.isCancelled {
             discovered.withLock { known in
                 if let (current, _) = known[key], current == task { known[key] = nil }
             }
@@ -187,7 +188,9 @@ public final class ResumableClient: Sendable {
         let request = UploadRequest.bodiless(url: transfer.endpoint, method: "OPTIONS", headers: transfer.headers(for: transfer.endpoint))
         switch await uploader.send(request, logger: logger) {
         case .response(let status, let headers, _, _):
-            if status >= 500 { return .failed("the server answered OPTIONS with \(status)") }
+            // 501: a server that has no OPTIONS (Python's http.server, many small ones) offers no
+            // resumable uploads; any other 5xx may pass, so the attempt is retried.
+            if status >= 500, status != 501 { return .failed("the server answered OPTIONS with \(status)") }
             let offered = transfer.interop.offersResumption(status: status, headers: headers)
             logger.debug("resumable upload support", metadata: [
                 "status": "\(status)", "offered": "\(offered)", "limit": "\(HTTPHeaders.value("Upload-Limit", in: headers) ?? "-")",

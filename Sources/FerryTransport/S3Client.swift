@@ -312,6 +312,8 @@ public final class S3Client: Sendable {
         case .partRejected(let number, let code):
             logger.warning("the server refused a part's checksum; sending it again", metadata: ["part": "\(number)", "code": "\(code)"])
         case .completedEarlier: logger.info("the object was completed by an earlier request whose answer was lost")
+        case .objectUnreadable:
+            logger.notice("the server no longer has the multipart upload and refused HEAD on the object (403: the key may not read it); storing the object again")
         case .readingBack(let part?):
             logger.info("reading a part back to compare with the one the server holds", metadata: ["part": "\(part)"])
         case .readingBack(nil):

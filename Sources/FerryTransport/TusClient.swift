@@ -242,8 +242,9 @@ public final class TusClient: Sendable {
             known[endpoint] = (task, now)
             return task
         }
-        let result = await withTaskCancellationHandler { await task.value } onCancel: { task.cancel() }
-        if case .failure = result {
+        // A waiter that is cancelled (its job held, say) leaves the others their answer.
+        let result = await SharedTaskWait.value(of: task, ifCancelled: .failure(TusDiscoveryFailure(message: "cancelled")))
+        if case .failure = result, !Task.isCancelled {
             // Not remembered: the next upload asks again.
             discovered.withLock { known in
                 if let (current, _) = known[endpoint], current == task { known[endpoint] = nil }

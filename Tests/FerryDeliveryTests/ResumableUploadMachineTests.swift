@@ -213,6 +213,46 @@ struct ResumableUploadMachineTests {
         #expect(large.last == .append(url: url, offset: 0, length: 512 << 10, complete: false))
     }
 
+    @Test("a file within the whole-body limit but over chunk_size is created empty and appended in chunks where resumption is offered")
+    func smallFileOverChunkSize() {
+        var offered = ResumableScript(length: 1000, chunkSize: 400, wholeBodyLimit: 4 << 20)
+        offered.createdOffered()
+        #expect(offered.last == .append(url: url, offset: 0, length: 400, complete: false))
+        var plain = ResumableScript(length: 1000, chunkSize: 400, wholeBodyLimit: 4 << 20)
+        plain.step { $0.discovered(.notOffered) }
+        #expect(plain.last == .create(bodyLength: 1000, complete: true), "where nothing resumes, chunk_size cannot apply")
+        let within = ResumableScript(length: 400, chunkSize: 400, wholeBodyLimit: 4 << 20)
+        #expect(within.last == .create(bodyLength: 400, complete: true), "no OPTIONS for a file within chunk_size")
+    }
+
+    @Test("a 413 to a creation carrying the whole file (a proxy's body limit): appends of at most half where resumption is offered, else the 413 is the answer")
+    func wholeCreationTooLarge() {
+        let length: Int64 = 2 << 20
+        var offered = ResumableScript(length: length, wholeBodyLimit: 4 << 20)
+        #expect(offered.last == .create(bodyLength: length, complete: true))
+        offered.reply(ResumableScript.answer(413, body: "too large", sent: 1 << 20))
+        offered.createdOffered()
+        #expect(offered.last == .append(url: url, offset: 0, length: length / 2, complete: false))
+        offered.reply(ResumableScript.answer(413))
+        #expect(offered.last == .askOffset(url: url))
+        offered.reply(ResumableScript.answer(204, ["Upload-Offset": "0", "Upload-Complete": "?0"]))
+        #expect(offered.last == .append(url: url, offset: 0, length: length / 4, complete: false))
+        #expect(offered.machine.takeNotices().contains(.appendTooLarge(length: length)))
+
+        var plain = ResumableScript(length: length, wholeBodyLimit: 4 << 20)
+        plain.reply(ResumableScript.answer(413, body: "too large"))
+        #expect(plain.last == .discover)
+        plain.step { $0.discovered(.notOffered) }
+        guard case .answered(let answer)? = plain.report else { Issue.record("expected the 413 as the answer, got \(String(describing: plain.report))"); return }
+        #expect(answer.status == 413 && answer.body == Array("too large".utf8))
+
+        // Nothing smaller to try: a file of at most the smallest append gets the 413 as its answer.
+        var small = ResumableScript(length: ResumableUploadMachine.smallestAppend, wholeBodyLimit: 4 << 20)
+        small.reply(ResumableScript.answer(413))
+        guard case .answered(let refused)? = small.report else { Issue.record("expected the 413, got \(String(describing: small.report))"); return }
+        #expect(refused.status == 413)
+    }
+
     @Test("a completing append answered 2xx with Upload-Complete: ?0 is not taken as done; a refusal with ?1 forgets the upload")
     func completion() {
         var notDone = ResumableScript()

@@ -323,6 +323,32 @@ struct S3UploadMachineTests {
         guard case .noAnswer? = Self.report(actions) else { Issue.record("expected noAnswer, got \(String(describing: Self.report(actions)))"); return }
     }
 
+    @Test("every part confirmed, the upload gone and HEAD refused (403: a key that may write but not read): the object is stored again")
+    func headRefused() {
+        let parts = [Self.part(1), Self.part(2), Self.part(3, size: 2 * Self.mib)]
+        let known = ResumableUpload(url: Self.url, offset: 12 * Self.mib, endpointKey: "E")
+        let (actions, machine) = Self.run(Self.threeParts, known: known, parts: parts) { action, step in
+            switch action {
+            case .listParts: Self.s3Error(404, "NoSuchUpload")
+            // A HEAD answer has no body, so no error code.
+            case .headObject: .error(S3ErrorAnswer(status: 403, code: nil, message: nil))
+            default: Self.happy(action, step)
+            }
+        }
+        #expect(Self.requests(actions) == ["list", "head", "mark", "create", "part 1", "part 2", "part 3", "complete [1, 2, 3]"])
+        #expect(Self.report(actions) == .answered(ServerAnswer(status: 200)))
+        #expect(machine.takeNoticesCopy().contains(.objectUnreadable))
+        // Any other refusal of HEAD still ends the attempt as that answer.
+        let (other, _) = Self.run(Self.threeParts, known: known, parts: parts) { action, _ in
+            switch action {
+            case .listParts: Self.s3Error(404, "NoSuchUpload")
+            case .headObject: .error(S3ErrorAnswer(status: 400, code: nil, message: nil))
+            default: .failed("unexpected")
+            }
+        }
+        #expect(Self.requests(other) == ["list", "head"])
+    }
+
     @Test("a part refused for its checksum is sent again, at most three times")
     func badDigest() {
         var refusals = 0

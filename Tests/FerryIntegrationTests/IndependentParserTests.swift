@@ -4,7 +4,8 @@ import Testing
 
 @Suite("Bodies parsed by independent servers", .serialized)
 struct IndependentParserTests {
-    static let names = ["plain.bin", "quote\"d.txt", "semi;colon; name=x.jpg", "ünïcödé 日本.png", "with space.pdf", "back\\slash.txt", "empty.dat"]
+    static let names = ["plain.bin", "quote\"d.txt", "semi;colon; name=x.jpg", "ünïcödé 日本.png", "with space.pdf", "back\\slash.txt", "empty.dat",
+                        "ends in backslash\\", "two\\\\back\\;slash.txt"]
 
     @Test("Werkzeug and python-multipart receive every file byte-identical, with its fields", arguments: [
         PythonReceiver.Parser.werkzeug, .pythonMultipart,

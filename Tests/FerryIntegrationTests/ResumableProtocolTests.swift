@@ -277,6 +277,36 @@ struct ResumableProtocolTests {
         }
     }
 
+    @Test("A server without OPTIONS (501, as Python's http.server answers) gets a large file whole, in the first attempt")
+    func optionsNotImplemented() async throws {
+        try await withResumable(.python, serverOptions: ["--no-resumption", "--options-status", "501"]) { harness, server, _ in
+            try await harness.start()
+            let large = pseudoRandomBytes(9 * Self.mib, seed: 330)
+            try harness.drop("large.bin", large)
+            let done = try await waitForState(harness, .done)
+            #expect(done.first?.attempts == 1)
+            let stats = try server.stats()
+            #expect((stats.ordinary ?? []).map(\.sha256) == [sha256Hex(large)])
+            #expect(stats.requests.map(\.method) == ["OPTIONS", "POST"])
+        }
+    }
+
+    @Test("A proxy's body limit (413) in front of a resumable server: a file that went whole is sent again in appends, halved until they pass")
+    func proxyBodyLimit() async throws {
+        try await withResumable(.python, serverOptions: ["--max-body", "\(Self.mib)"]) { harness, server, _ in
+            try await harness.start()
+            let bytes = pseudoRandomBytes(5 * Self.mib / 2, seed: 331)
+            try harness.drop("scan.pdf", bytes)
+            let done = try await waitForState(harness, .done)
+            #expect(done.first?.attempts == 1, "no retry: the 413 is handled within the attempt")
+            let stats = try server.stats()
+            #expect(stats.completed.map(\.sha256) == [sha256Hex(bytes)])
+            #expect(Array(stats.requests.map(\.method).prefix(3)) == ["POST", "OPTIONS", "POST"])
+            #expect(stats.requests.first?.status == 413)
+            #expect(stats.requests.filter { $0.method == "PATCH" && $0.status == 413 }.count == 1, "1.25 MiB refused, then 640 KiB appends")
+        }
+    }
+
     @Test("cancel of a job whose upload is on the server deletes it there")
     func cancelDeletes() async throws {
         try await withResumable(.python, options: ["chunk_size = \"1MiB\""], rate: 4 * Self.mib) { harness, server, _ in

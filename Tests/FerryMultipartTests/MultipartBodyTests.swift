@@ -230,13 +230,18 @@ struct MultipartBodyTests {
 
 @Suite("Field name and file name escaping (WHATWG)")
 struct EscapingTests {
-    @Test("Only \", CR and LF are percent-encoded", arguments: [
+    @Test("Only \", CR and LF are percent-encoded; a backslash is doubled only where a quoted-pair reader would misread it", arguments: [
         ("plain.txt", "plain.txt"),
         ("quote\"d.txt", "quote%22d.txt"),
         ("line\nfeed", "line%0Afeed"),
         ("carriage\rreturn", "carriage%0Dreturn"),
         ("semi;colon; name=x", "semi;colon; name=x"),
         ("back\\slash", "back\\slash"),
+        // A backslash a quoted-pair reader would take for an escape is doubled: last, or before a tspecial.
+        ("ends in\\", "ends in\\\\"),
+        ("two\\\\back", "two\\\\\\back"),
+        ("a\\;b\\=c\\/d", "a\\\\;b\\\\=c\\\\/d"),
+        ("a\\\"b", "a\\%22b"),
         ("already%22escaped", "already%22escaped"),
         ("spaces  and\ttab", "spaces  and\ttab"),
         ("ünïcödé 日本 😀.jpg", "ünïcödé 日本 😀.jpg"),

@@ -3,7 +3,7 @@
 Ferry's integration tests: the project's own, written from the draft, with faults to order.
 
     python3 Tests/Servers/resumable_server.py [--port N] [--max-append-size N] [--conflict-once]
-        [--lose-once] [--no-resumption] [--interop 9]
+        [--lose-once] [--no-resumption] [--interop 9] [--options-status N] [--max-body N]
 
 Uploads are created at /upload (POST or PUT, or any path) and live at /uploads/<id>. A creation
 gets a 104 with Location and Upload-Limit, then (Upload-Complete: ?0) 201 with Location and
@@ -16,7 +16,10 @@ Faults: --max-append-size answers a larger PATCH with 413 (and announces the lim
 --hide-limits); --conflict-once loses the last 1000 bytes of an upload when the first PATCH at a
 non-zero offset arrives, and answers it 409 with the offset it has; --lose-once answers the first
 PATCH with 404 and forgets the upload; --no-resumption is a server that knows nothing of the draft
-(every request is an ordinary upload, OPTIONS shows no Upload-Limit). A refused request's body is
+(every request is an ordinary upload, OPTIONS shows no Upload-Limit); --options-status N answers
+OPTIONS with N and nothing else (501: Python's http.server, and many small servers, have no
+OPTIONS); --max-body N is a proxy's body limit in front of the server (nginx's
+client_max_body_size): any request with a longer body is answered 413. A refused request's body is
 read and dropped, so the client always gets the answer. GET /__stats answers what the server saw.
 
 Prints one line {"listening": "http://127.0.0.1:PORT"} when ready.
@@ -159,6 +162,8 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_OPTIONS(self):
         entry = self.record()
+        if options.options_status:
+            return self.answer(entry, options.options_status)
         headers = [("Allow", "OPTIONS, POST, PUT, PATCH, HEAD, DELETE")]
         if self.resumable():
             headers.append(("Upload-Limit", self.limit_header()))
@@ -174,6 +179,8 @@ class Handler(BaseHTTPRequestHandler):
     def create(self):
         entry = self.record()
         length = sf_int(self.headers.get("Content-Length")) or 0
+        if options.max_body is not None and length > options.max_body:
+            return self.refuse(entry, length, 413, [("Content-Type", "text/html")], b"<html>413 Request Entity Too Large</html>")
         complete = sf_bool(self.headers.get("Upload-Complete"))
         if not self.resumable() or complete is None:
             # An ordinary upload: whatever the body is, it is the whole file.
@@ -228,6 +235,8 @@ class Handler(BaseHTTPRequestHandler):
         length = sf_int(self.headers.get("Content-Length")) or 0
         offset = sf_int(self.headers.get("Upload-Offset"))
         complete = sf_bool(self.headers.get("Upload-Complete"))
+        if options.max_body is not None and length > options.max_body:
+            return self.refuse(entry, length, 413, [("Content-Type", "text/html")], b"<html>413 Request Entity Too Large</html>")
         if upload is None or not self.resumable():
             return self.refuse(entry, length, 404)
         if options.lose_once and not faults["lose"]:
@@ -290,6 +299,8 @@ def main():
     parser.add_argument("--conflict-once", action="store_true")
     parser.add_argument("--lose-once", action="store_true")
     parser.add_argument("--no-resumption", action="store_true")
+    parser.add_argument("--options-status", type=int)
+    parser.add_argument("--max-body", type=int)
     options = parser.parse_args()
     # The test runner may start children with signals blocked: let SIGTERM stop the server.
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})

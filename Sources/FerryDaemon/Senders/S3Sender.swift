@@ -131,7 +131,12 @@ struct S3Sender: Sender {
         case .answered(let answer) where answer.isSuccess:
             // What a producer needs of the object: where it is and which version.
             report = .answered(ServerAnswer(
-                status: answer.status, body: Self.objectDescription(bucket: settings.bucket, object: object, etag: result.etag, versionID: result.versionID),
+                status: answer.status,
+                body: Self.objectDescription(
+                    bucket: settings.bucket, object: object,
+                    bucketRoot: S3ObjectAddress(
+                        endpoint: configuration.url.text, bucket: settings.bucket, key: "", virtualHosted: settings.addressing == .virtual),
+                    etag: result.etag, versionID: result.versionID),
                 contentType: "application/json"))
         default:
             break
@@ -233,12 +238,16 @@ struct S3Sender: Sender {
     }
 
     /// `{"bucket":…,"etag":…,"key":…,"url":…,"version_id":…}`: kept with the job as the server's answer.
-    static func objectDescription(bucket: String, object: S3ObjectAddress, etag: String?, versionID: String?) -> [UInt8] {
-        let encodedKey = object.path.split(separator: "/", omittingEmptySubsequences: false).dropFirst().joined(separator: "/")
-        let key = encodedKey.removingPercentEncoding ?? encodedKey
-        let description = ObjectDescription(
-            bucket: bucket, etag: etag, key: key.hasPrefix(bucket + "/") ? String(key.dropFirst(bucket.count + 1)) : key,
-            url: object.url, versionID: versionID)
+    /// The key is the address's own; for an address read back from a recorded upload, its path
+    /// below `bucketRoot` (the bucket's root at the configured endpoint, in the configured addressing).
+    static func objectDescription(
+        bucket: String, object: S3ObjectAddress, bucketRoot: S3ObjectAddress?, etag: String?, versionID: String?
+    ) -> [UInt8] {
+        let key = object.key ?? bucketRoot.flatMap { object.key(inBucket: $0) } ?? {
+            let encoded = String(object.path.drop(while: { $0 == "/" }))
+            return encoded.removingPercentEncoding ?? encoded
+        }()
+        let description = ObjectDescription(bucket: bucket, etag: etag, key: key, url: object.url, versionID: versionID)
         // JSONEncoder, not JSONSerialization: sorting keys there opens an ICU collator, whose data
         // is resident pages in every S3 sender (measured: about 1 MiB of peak RSS).
         let encoder = JSONEncoder()
@@ -246,7 +255,7 @@ struct S3Sender: Sender {
         return [UInt8]((try? encoder.encode(description)) ?? Data())
     }
 
-    /// The stored object, as ``objectDescription(bucket:object:etag:versionID:)`` writes it.
+    /// The stored object, as ``objectDescription(bucket:object:bucketRoot:etag:versionID:)`` writes it.
     struct ObjectDescription: Encodable {
         var bucket: String
         var etag: String?
