@@ -288,11 +288,14 @@ struct S3UploadMachineTests {
         #expect(machine.upload == ResumableUpload(url: Self.marker, offset: 0, endpointKey: "E"))
     }
 
+    /// The three parts of ``threeParts``, each confirmed, and the upload that holds them all.
+    static let allConfirmed = [part(1), part(2), part(3, size: 2 * mib)]
+    static let completedUpload = ResumableUpload(url: url, offset: 12 * mib, endpointKey: "E")
+
     @Test("every part confirmed and the upload gone: HEAD finds our object (the completion's answer was lost)")
     func completedEarlier() {
-        let parts = [Self.part(1), Self.part(2), Self.part(3, size: 2 * Self.mib)]
+        let (parts, known) = (Self.allConfirmed, Self.completedUpload)
         let expected = S3ETag.expected(fromPartETags: parts.map(\.etag))!
-        let known = ResumableUpload(url: Self.url, offset: 12 * Self.mib, endpointKey: "E")
         let (actions, machine) = Self.run(Self.threeParts, known: known, parts: parts) { action, _ in
             switch action {
             case .listParts: Self.s3Error(404, "NoSuchUpload")
@@ -307,8 +310,7 @@ struct S3UploadMachineTests {
 
     @Test("HEAD finds another object (or none): the upload starts over")
     func headMismatch() {
-        let parts = [Self.part(1), Self.part(2), Self.part(3, size: 2 * Self.mib)]
-        let known = ResumableUpload(url: Self.url, offset: 12 * Self.mib, endpointKey: "E")
+        let (parts, known) = (Self.allConfirmed, Self.completedUpload)
         let (actions, _) = Self.run(Self.threeParts, known: known, parts: parts) { action, step in
             switch action {
             case .listParts: Self.s3Error(404, "NoSuchUpload")
@@ -325,8 +327,7 @@ struct S3UploadMachineTests {
 
     @Test("every part confirmed, the upload gone and HEAD refused (403: a key that may write but not read): the object is stored again")
     func headRefused() {
-        let parts = [Self.part(1), Self.part(2), Self.part(3, size: 2 * Self.mib)]
-        let known = ResumableUpload(url: Self.url, offset: 12 * Self.mib, endpointKey: "E")
+        let (parts, known) = (Self.allConfirmed, Self.completedUpload)
         let (actions, machine) = Self.run(Self.threeParts, known: known, parts: parts) { action, step in
             switch action {
             case .listParts: Self.s3Error(404, "NoSuchUpload")
