@@ -298,7 +298,7 @@ let package = Package(
         ),
         .testTarget(
             name: "FerrySpoolTests",
-            dependencies: ["FerrySpool"]
+            dependencies: ["FerrySpool", "FerrySystem"]
         ),
         .testTarget(
             name: "FerryQueueTests",

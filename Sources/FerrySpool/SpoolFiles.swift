@@ -93,9 +93,6 @@ public struct SpoolFiles: Sendable {
         case changed
     }
 
-    /// The private name a file is claimed under while it is deleted or moved.
-    static func claimName(_ token: String) -> [UInt8] { Array(".ferry-claim-\(token)".utf8) }
-
     /// Where the file of a job whose disposition is pending is now, relative to the spool: under its
     /// name, or under the private name a delete or move claimed it by (`.ferry-claim-<token>`) when
     /// that step was interrupted or failed; `nil` if neither exists.
@@ -157,7 +154,7 @@ public struct SpoolFiles: Sendable {
     /// Puts a claimed file that turned out to be another version back under its name (or, if that
     /// name is taken again, a free `name.N.ext`), where the watcher finds it and queues it.
     private func restore(_ claimed: [UInt8], in parent: DirectoryHandle, as name: [UInt8]) throws(SystemError) {
-        for candidate in Self.candidateNames(for: name) {
+        for candidate in Self.candidateNames(for: name, token: Self.token(ofClaim: claimed)) {
             do {
                 try parent.renameNoReplace(claimed, to: parent, as: candidate)
                 return
@@ -220,7 +217,7 @@ public struct SpoolFiles: Sendable {
             return .changed
         case .missing:
             // An earlier run may have moved it already: look for this very file (same inode) there.
-            for candidate in Self.candidateNames(for: name).prefix(1000) {
+            for candidate in Array(Self.candidateNames(for: name).prefix(1000)) + [Self.uniqueName(for: name, token: token)] {
                 guard let status = destination.status(of: candidate) else {
                     if destination.status(of: Self.sidecarName(for: candidate)) == nil { break }
                     continue
@@ -235,7 +232,7 @@ public struct SpoolFiles: Sendable {
             }
             return .missing
         case .claimed(let parent, let claimed):
-            for candidate in Self.candidateNames(for: name) {
+            for candidate in Self.candidateNames(for: name, token: token) {
                 let sidecarName = Self.sidecarName(for: candidate)
                 guard destination.status(of: candidate) == nil else { continue }
                 if let sidecar = target.sidecar {
@@ -259,10 +256,21 @@ public struct SpoolFiles: Sendable {
                     if target.sidecar != nil { try? destination.unlink(sidecarName) }
                     continue
                 } catch where error.code == EXDEV {
-                    if bundle {
-                        try Self.copyBundleAcross(claimed, from: parent, to: destination, as: candidate)
-                    } else {
-                        try copyAcross(claimed, from: parent, expected: expected, to: destination, as: candidate)
+                    do throws(SystemError) {
+                        if bundle {
+                            try Self.copyBundleAcross(claimed, from: parent, to: destination, as: candidate)
+                        } else {
+                            try copyAcross(claimed, from: parent, expected: expected, to: destination, as: candidate)
+                        }
+                    } catch where error.code == EEXIST {
+                        if target.sidecar != nil { try? destination.unlink(sidecarName) }
+                        continue
+                    } catch {
+                        // The copy was not placed (the other filesystem full, the file unreadable):
+                        // the file goes back under its name, in plain sight, as above.
+                        if target.sidecar != nil { try? destination.unlink(sidecarName) }
+                        try? restore(claimed, in: parent, as: name)
+                        throw error
                     }
                     return .done(finalPath: destination.childRawPath(candidate))
                 } catch {
@@ -276,14 +284,6 @@ public struct SpoolFiles: Sendable {
             }
             throw SystemError(operation: "move", path: parent.childPath(name), code: EEXIST)
         }
-    }
-
-    static let sidecarSuffix = Array(".error.json".utf8)
-
-    /// `<name>.error.json`, with the name shortened (at a character boundary) when the whole would
-    /// exceed 255 bytes.
-    static func sidecarName(for name: [UInt8]) -> [UInt8] {
-        truncatedName(name, toBytes: maximumNameLength - sidecarSuffix.count) + sidecarSuffix
     }
 
     /// Opens the move target, without following symlinks below the spool when it lies inside it.
@@ -305,19 +305,6 @@ public struct SpoolFiles: Sendable {
         let leaf = try base.openOrCreateSubdirectory(target.subdirectories)
         if !target.subdirectories.isEmpty { try leaf.checkOwnedByUs() }
         return leaf
-    }
-
-    /// `name`, then `stem.1.ext`, `stem.2.ext`, … (up to 10,000 candidates), the stem shortened when
-    /// a name would exceed 255 bytes.
-    static func candidateNames(for name: [UInt8]) -> some Sequence<[UInt8]> {
-        let dot = name.lastIndex(of: UInt8(ascii: ".")).flatMap { $0 > 0 && name.count - $0 <= 32 ? $0 : nil }
-        let stem = dot.map { Array(name[..<$0]) } ?? name
-        let ext = dot.map { Array(name[$0...]) } ?? []
-        return (0..<10_000).lazy.map { index in
-            if index == 0 { return name }
-            let counter = Array(".\(index)".utf8)
-            return truncatedName(stem, toBytes: maximumNameLength - counter.count - ext.count) + counter + ext
-        }
     }
 
     /// Copies a claimed file to another filesystem under `finalName`: into a hidden temporary name,

@@ -1,0 +1,68 @@
+import FerrySystem
+import Foundation
+import Testing
+
+@testable import FerrySpool
+
+/// Moving a delivered or refused file aside never runs out of names: after `name.9999.ext` comes a
+/// name of the job's own, and a long name's sidecars never collide. A real directory on disk.
+@Suite("Spool files: moves that never run out of names", .serialized)
+struct SpoolFilesMoveTests {
+    /// A spool and a destination below a fresh temporary directory, removed afterwards.
+    struct Directories {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("ferry-move-\(UUID().uuidString)").path
+        var spool: String { root + "/spool" }
+        var destination: String { root + "/sent" }
+
+        init() throws {
+            for path in [spool, destination] { try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true) }
+        }
+
+        func remove() { try? FileManager.default.removeItem(atPath: root) }
+
+        func write(_ path: String, _ text: String) {
+            #expect(FileManager.default.createFile(atPath: path, contents: Data(text.utf8)))
+        }
+
+        /// Moves `name` from the spool, as a disposition does.
+        func move(_ name: String, token: String, sidecar: String? = nil) throws -> SpoolFiles.Outcome {
+            let files = SpoolFiles(directory: spool)
+            let (descriptor, status) = try files.open(Array(name.utf8))
+            try descriptor.close()
+            return try files.move(
+                Array(name.utf8), ifSameVersionAs: status, to: .init(directory: destination, sidecar: sidecar.map { Array($0.utf8) }), token: token)
+        }
+    }
+
+    @Test("with name and name.1 … name.9999 taken, the file is moved under a name of its job's own")
+    func namesExhausted() throws {
+        let directories = try Directories()
+        defer { directories.remove() }
+        directories.write(directories.destination + "/snapshot.jpg", "old")
+        for index in 1..<10_000 { directories.write(directories.destination + "/snapshot.\(index).jpg", "old") }
+        directories.write(directories.spool + "/snapshot.jpg", "new")
+        let outcome = try directories.move("snapshot.jpg", token: "01JOB")
+        #expect(outcome == .done(finalPath: Array((directories.destination + "/snapshot.01JOB.jpg").utf8)))
+        #expect(FileManager.default.contents(atPath: directories.destination + "/snapshot.01JOB.jpg") == Data("new".utf8))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directories.spool).isEmpty, "nothing left under a claim name")
+    }
+
+    @Test("files of one long name moved with sidecars: each gets its own sidecar, though shortened sidecar names collide")
+    func longNamesWithSidecars() throws {
+        let directories = try Directories()
+        defer { directories.remove() }
+        let name = String(repeating: "y", count: 246) + ".bin"
+        for token in ["01JOBA", "01JOBB", "01JOBC"] {
+            directories.write(directories.spool + "/" + name, token)
+            let outcome = try directories.move(name, token: token, sidecar: #"{"job":"\#(token)"}"#)
+            guard case .done(let path?) = outcome else { Issue.record("\(token): \(outcome)"); continue }
+            let moved = String(decoding: path, as: UTF8.self)
+            #expect(FileManager.default.contents(atPath: moved) == Data(token.utf8))
+            let sidecar = String(decoding: SpoolFiles.sidecarName(for: Array((moved as NSString).lastPathComponent.utf8)), as: UTF8.self)
+            #expect(FileManager.default.contents(atPath: directories.destination + "/" + sidecar).map { String(decoding: $0, as: UTF8.self) }
+                == #"{"job":"\#(token)"}"#, "\(token)'s sidecar")
+        }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directories.spool).isEmpty, "nothing left under a claim name")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directories.destination).count == 6)
+    }
+}
