@@ -45,10 +45,20 @@ public struct SentDigests: Sendable, Equatable {
             return "the server's Repr-Digest (\(Self.field(algorithm, theirs))) does not match the file Ferry sent (\(reprDigestField)): the bytes were changed on the way"
         }
         if answerBody.isEmpty, let value = headers.value("content-digest"), let theirs = Self.member(algorithm, in: value),
-           theirs != (content ?? representation) {
+           theirs != (content ?? representation), theirs != Self.emptyContentDigest(algorithm) {
             return "the server's Content-Digest (\(Self.field(algorithm, theirs))) does not match the body Ferry sent (\(contentDigestField)): the bytes were changed on the way"
         }
         return nil
+    }
+
+    /// The digest of no bytes: a server's `Content-Digest` of its own empty answer (RFC 9530 §2),
+    /// which says nothing of what it received.
+    static func emptyContentDigest(_ algorithm: DigestAlgorithm) -> [UInt8] {
+        let base64 = switch algorithm {
+        case .sha256: "47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU="
+        case .sha512: "z4PhNX7vuL3xVChQ1m2AB9Yg5AULVxXcg/SpIdNs6c5H0NE8XYXysP+DGNKHfuwvY7kxvUdBeoGlODJ6+SfaPg=="
+        }
+        return [UInt8](Data(base64Encoded: base64) ?? Data())
     }
 
     /// The digest for `algorithm` in an RFC 9530 dictionary field, if it has one.

@@ -22,14 +22,17 @@ public struct SpoolFile: Sendable, Hashable {
 /// Which names in a spool are candidates for upload.
 ///
 /// The producer contract: write the file elsewhere, or under a name this filter ignores, then
-/// rename it into place. Ignored are dot-files (`.name`), and names ending in `.tmp`, `.part` or `~`.
+/// rename it into place. Ignored are dot-files (`.name`), names ending in `.tmp`, `.part` (in any
+/// case: Windows writes `~DF1234.TMP` through Samba) or `~`, and Microsoft Office's owner files
+/// (`~$report.docx`, there while the document is open).
 public enum SpoolNameFilter {
     /// Whether a file called `name` may be uploaded.
     public static func isCandidate(_ name: [UInt8]) -> Bool {
         guard let first = name.first, first != UInt8(ascii: ".") else { return false }
-        if name.last == UInt8(ascii: "~") { return false }
+        if name.last == UInt8(ascii: "~") || name.starts(with: Array("~$".utf8)) { return false }
         for suffix in [Array(".tmp".utf8), Array(".part".utf8)] where name.count >= suffix.count {
-            if name.suffix(suffix.count).elementsEqual(suffix) { return false }
+            // ASCII letters only: a lowercased UTF-8 byte is never part of another character.
+            if name.suffix(suffix.count).map({ $0 >= 0x41 && $0 <= 0x5A ? $0 | 0x20 : $0 }).elementsEqual(suffix) { return false }
         }
         return true
     }

@@ -36,12 +36,13 @@ struct SpoolTests {
         }
     }
 
-    @Test("Dot-files, .tmp, .part, backups, FIFOs and subdirectories are ignored")
+    @Test("Dot-files, .tmp and .part in any case, backups, Office owner files, FIFOs and subdirectories are ignored")
     func ignored() async throws {
         try await withDaemonHarness { harness in
             try await harness.start()
             let spool = harness.spoolPath()
-            for name in [".hidden", "upload.tmp", "upload.part", "notes.txt~"] {
+            let temporary = [".hidden", "upload.tmp", "upload.part", "notes.txt~", "~DF1234.TMP", "scan.Part", "~$report.docx"]
+            for name in temporary {
                 _ = FileManager.default.createFile(atPath: spool + "/" + name, contents: Data("x".utf8))
             }
             try FileManager.default.createDirectory(atPath: spool + "/sub", withIntermediateDirectories: true)
@@ -51,7 +52,7 @@ struct SpoolTests {
             try await harness.waitForAccepted(1)
             try await harness.daemon?.waitForLog("file=pipe")
             #expect(harness.receiver.requests.count == 1)
-            for name in [".hidden", "upload.tmp", "upload.part", "notes.txt~", "sub/inner.txt", "pipe"] {
+            for name in temporary + ["sub/inner.txt", "pipe"] {
                 #expect(fileExists(spool + "/" + name), "\(name) must be left alone")
             }
             #expect(harness.daemon?.log.contains("skipping not a regular file") == true)
