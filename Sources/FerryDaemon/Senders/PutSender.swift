@@ -28,16 +28,49 @@ struct PutSender: Sender {
             }
             headers += digests!.headers
         }
+        let url = endpoint.url(for: job, template: configuration.url)
         let request = UploadRequest(
-            url: endpoint.url(for: job, template: configuration.url), method: configuration.method, headers: headers, bodyPath: source.procPath,
+            url: url, method: configuration.method, headers: headers, bodyPath: source.procPath,
             contentLength: source.status.size,
             contentType: configuration.fileContentType ?? MediaType.forFilename(job.baseName),
             idempotencyKey: job.id.rawValue, expectedSource: source.status)
         tracker.sending(total: source.status.size)
-        var result = SendResult(await uploader.send(request, logger: logger, progress: { tracker.sent($0) }), source: source,
-                                bodyLength: source.status.size)
+        var answer = await uploader.send(request, logger: logger, progress: { tracker.sent($0) })
+        var sentBefore: Int64 = 0
+        // A file in a subdirectory, to a WebDAV server without that collection: make it, and put again.
+        if configuration.method == "PUT", case .response(let status, _, _, let sent) = answer, status == 409 || status == 404,
+           await makeCollections(WebDAVCollections.parents(of: url, relativePath: job.relativePath), logger: logger) {
+            tracker.sending(total: source.status.size)
+            answer = await uploader.send(request, logger: logger, progress: { tracker.sent($0) })
+            sentBefore = sent
+        }
+        var result = SendResult(answer, source: source, bodyLength: source.status.size)
+        result.bytesSent += sentBefore
         result.digests = digests
         return result
+    }
+
+    /// MKCOL of each collection, from the top; whether all of them exist now. Nothing is made for a
+    /// file at the spool's top, nor where the URL does not end with the file's relative path.
+    private func makeCollections(_ collections: [String], logger: Logger) async -> Bool {
+        guard !collections.isEmpty else { return false }
+        for collection in collections {
+            let answer = await uploader.send(.bodiless(url: collection, method: "MKCOL", headers: endpoint.headers), logger: logger)
+            let said: String
+            switch answer {
+            case .response(let status, _, _, _) where WebDAVCollections.exists(afterMKCOL: status): continue
+            case .response(let status, _, _, _): said = "\(status)"
+            case .failed(let failure, _): said = failure.message
+            case .cancelled: return false
+            }
+            // The folder's depth, not its URL: a URL may hold a secret.
+            logger.warning("the server has no folder for the file, and MKCOL could not make one", metadata: [
+                "folder_depth": "\(collections.firstIndex(of: collection).map { $0 + 1 } ?? 0)", "answer": "\(said)",
+            ])
+            return false
+        }
+        logger.info("made the file's folders on the server (MKCOL)", metadata: ["folders": "\(collections.count)"])
+        return true
     }
 
     /// What a failed digest read says about the attempt.
