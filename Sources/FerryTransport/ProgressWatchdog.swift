@@ -18,7 +18,7 @@ import Glibc
 /// not hold an upload slot for ever). One request's record: the ``WatchdogPatrol`` of its
 /// ``Uploader`` checks ``deadline`` and fires it; ``fired`` turns true.
 final class ProgressWatchdog: Sendable {
-    private let timeout: Duration
+    let timeout: Duration
     private let last = Mutex(ContinuousClock.now)
     private let answerDue = Mutex<ContinuousClock.Instant?>(nil)
     private let didFire = Mutex(false)

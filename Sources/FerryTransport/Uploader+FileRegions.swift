@@ -4,6 +4,7 @@ import Logging
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -11,9 +12,9 @@ import Glibc
 
 /// Plain HTTP: the body as file regions, which NIO writes with `sendfile(2)`.
 extension Uploader {
-    /// How much of the body one `sendfile` write carries. The no-progress watchdog hears of a write
-    /// only when it completes, so this bounds how slow a link may be (256 KiB per minute) before it
-    /// counts as stalled.
+    /// The most of the body one `sendfile` write carries (``RegionSizer`` starts smaller, and
+    /// shrinks regions on a slow link, as the no-progress watchdog hears of a write only when it
+    /// completes).
     static let regionLength: Int64 = 256 * 1024
 
     /// Sends the body of a plain-HTTP request as file regions: NIO writes them with `sendfile(2)`,
@@ -88,10 +89,11 @@ extension Uploader {
         let (loop, client) = fileRegionClients.next()
         let throttle = self.throttle
         // Under a bandwidth limit, regions of about a tenth of a second's worth.
-        let regionLength = throttle?.pieceLength(ceiling: Self.regionLength) ?? Self.regionLength
+        let sizer = Mutex(RegionSizer(
+            ceiling: throttle?.pieceLength(ceiling: Self.regionLength) ?? Self.regionLength, noProgressTimeout: watchdog.timeout))
         let body = HTTPClient.Body.stream(contentLength: request.contentLength) { writer in
             @Sendable func write(from offset: Int64) -> EventLoopFuture<Void> {
-                let upTo = min(offset + regionLength, end)
+                let upTo = min(offset + sizer.withLock { $0.length }, end)
                 if let wait = throttle?.take(upTo - offset), wait > .zero {
                     // The region waits for its tokens on the loop; a wait is no stall.
                     return loop.scheduleTask(in: .nanoseconds(Int64(wait / .nanoseconds(1)))) { watchdog.progressed() }
@@ -101,21 +103,19 @@ extension Uploader {
             }
             @Sendable func send(from offset: Int64, upTo: Int64) -> EventLoopFuture<Void> {
                 guard unchanged() else { return loop.makeFailedFuture(SourceChanged()) }
-                let written: EventLoopFuture<Void>
-                if let growing = request.growing {
-                    written = growing.ready(until: upTo, on: loop).flatMap {
-                        writer.write(.fileRegion(FileRegion(fileHandle: file, readerIndex: Int(offset), endIndex: Int(upTo))))
-                    }
-                } else {
-                    written = writer.write(.fileRegion(FileRegion(fileHandle: file, readerIndex: Int(offset), endIndex: Int(upTo))))
+                @Sendable func region() -> EventLoopFuture<ContinuousClock.Instant> {
+                    let started = ContinuousClock.now
+                    return writer.write(.fileRegion(FileRegion(fileHandle: file, readerIndex: Int(offset), endIndex: Int(upTo)))).map { started }
                 }
-                return written.flatMap {
+                let written = request.growing.map { $0.ready(until: upTo, on: loop).flatMap(region) } ?? region()
+                return written.flatMap { started in
+                    sizer.withLock { $0.wrote(upTo - offset, in: .now - started) }
                     watchdog.progressed()
                     progress(counter.add(upTo - offset))
-                    guard upTo < end else { return written }
+                    guard upTo < end else { return loop.makeSucceededVoidFuture() }
                     // Through the loop's queue, so a chain of writes that complete at once does not
                     // recurse, and the loop runs its other work between them.
-                    return written.eventLoop.submit {}.flatMap { write(from: upTo) }
+                    return loop.submit {}.flatMap { write(from: upTo) }
                 }
             }
             let done = write(from: start)
