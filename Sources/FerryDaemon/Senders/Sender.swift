@@ -98,7 +98,7 @@ extension SendResult {
     private init(_ result: UploadResult, source: SourceFile?) {
         switch result {
         case .response(let status, let headers, let body, let bytesSent):
-            self.init(report: .answered(ServerAnswer(status: status, headers: headers, body: body)), bytesSent: bytesSent)
+            self.init(report: .answered(ObjectStoreAnswer.reading(ServerAnswer(status: status, headers: headers, body: body))), bytesSent: bytesSent)
         case .failed(let failure, let bytesSent) where failure.kind == .sourceChanged:
             self.init(report: .sourceChanged(source?.currentVersion), bytesSent: bytesSent)
         case .failed(let failure, let bytesSent):
