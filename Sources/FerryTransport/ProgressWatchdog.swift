@@ -18,12 +18,24 @@ import Glibc
 /// not hold an upload slot for ever). One request's record: the ``WatchdogPatrol`` of its
 /// ``Uploader`` checks ``deadline`` and fires it; ``fired`` turns true.
 final class ProgressWatchdog: Sendable {
+    /// How long nothing must have moved before ``sourceChanged`` is asked.
+    static let sourceCheckAfter = Duration.seconds(1)
+
     let timeout: Duration
+    /// For a body sent by `sendfile(2)` from the spool file itself: whether that file is no longer
+    /// the version being sent. A file cut short under a region already handed to the kernel never
+    /// completes the region (`sendfile` returns 0, and the event loop tries again at once, at full
+    /// CPU): the patrol asks this once nothing has moved for ``sourceCheckAfter`` and fires early,
+    /// rather than spinning until `timeout`.
+    private let sourceChanged: (@Sendable () -> Bool)?
     private let last = Mutex(ContinuousClock.now)
     private let answerDue = Mutex<ContinuousClock.Instant?>(nil)
     private let didFire = Mutex(false)
 
-    init(timeout: Duration) { self.timeout = timeout }
+    init(timeout: Duration, sourceChanged: (@Sendable () -> Bool)? = nil) {
+        self.timeout = timeout
+        self.sourceChanged = sourceChanged
+    }
 
     /// Something moved: a body chunk was taken or a response byte arrived.
     func progressed() { last.withLock { $0 = .now } }
@@ -40,6 +52,13 @@ final class ProgressWatchdog: Sendable {
     var deadline: ContinuousClock.Instant {
         let idle = last.withLock { $0 } + timeout
         return answerDue.withLock { $0 }.map { min($0, idle) } ?? idle
+    }
+
+    /// Whether nothing has moved for ``sourceCheckAfter`` and the file being sent changed under
+    /// the request, which can then never end by itself (asked by the patrol, at most twice a second).
+    func stuckOnChangedSource(at now: ContinuousClock.Instant) -> Bool {
+        guard let sourceChanged, now - last.withLock({ $0 }) >= Self.sourceCheckAfter else { return false }
+        return sourceChanged()
     }
 
     /// Marks the watchdog fired (by its patrol, once its deadline passed).

@@ -114,7 +114,12 @@ public final class Uploader: Sendable {
             return .failed(TransportFailure(kind: .other, message: "the upload URL names port \(port); a port is a number from 1 to 65535"), bytesSent: 0)
         }
         let counter = ByteCounter()
-        let watchdog = ProgressWatchdog(timeout: settings.noProgressTimeout)
+        // A body sent by sendfile(2) from the spool file itself can be stuck by that file being cut short.
+        var stuckSource: (@Sendable () -> Bool)?
+        if request.expectedSource != nil, request.bodyPath != nil, Self.sendsFilesFromTheKernel(request.url) {
+            stuckSource = { Self.sourceChanged(request) }
+        }
+        let watchdog = ProgressWatchdog(timeout: settings.noProgressTimeout, sourceChanged: stuckSource)
         let exchange = Task {
             try await self.execute(request, logger: logger, counter: counter, watchdog: watchdog, progress: progress)
         }

@@ -7,8 +7,8 @@ import Synchronization
 ///
 /// The loop runs only while a request is watched: it wakes at the earliest deadline, and at least
 /// every 500 ms (or every `timeout`, if shorter) since progress pushes deadlines back. When a
-/// watchdog's deadline passes, the patrol marks it fired, stops watching it and calls its `onFire`
-/// (which cancels the request).
+/// watchdog's deadline passes, or its request is stuck on a spool file that changed under it, the
+/// patrol marks it fired, stops watching it and calls its `onFire` (which cancels the request).
 final class WatchdogPatrol: Sendable {
     private struct Watch {
         let watchdog: ProgressWatchdog
@@ -58,7 +58,7 @@ final class WatchdogPatrol: Sendable {
                 var wake = now + interval
                 for (id, watch) in state.watched {
                     let deadline = watch.watchdog.deadline
-                    if now >= deadline {
+                    if now >= deadline || watch.watchdog.stuckOnChangedSource(at: now) {
                         due.append(watch)
                         state.watched[id] = nil
                     } else {

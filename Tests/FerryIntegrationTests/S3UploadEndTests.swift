@@ -57,6 +57,13 @@ struct S3UploadEndTests {
             let written = newer.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
             #expect(written == newer.count)
             close(fd)
+            // The part in flight reaches past the new end: its sendfile(2) region can never complete. The
+            // attempt ends within seconds (it used to spin the event loop until no_progress_timeout, 60 s).
+            let rewritten = ContinuousClock.now
+            try await waitUntil("the old version superseded", timeout: .seconds(30)) {
+                try await jobs(harness).contains { $0.state == .superseded }
+            }
+            print("s3 \(kind): superseded \(ContinuousClock.now - rewritten) after the rewrite")
             try await waitUntil("the new version delivered", timeout: .seconds(120)) {
                 try await jobs(harness).contains { $0.state == .done }
             }

@@ -51,4 +51,29 @@ struct WatchdogPatrolTests {
         #expect(watchdog.answerOverdue)
         try await waitUntil("the loop to end") { !patrol.isPatrolling }
     }
+
+    @Test("A request stuck on a spool file that changed under it is fired once nothing has moved for a second, long before the timeout; an unchanged one is not")
+    func stuckOnChangedSource() async throws {
+        let patrol = WatchdogPatrol(timeout: .seconds(60))
+        let asked = Mutex(0)
+        let changed = ProgressWatchdog(timeout: .seconds(60)) { asked.withLock { $0 += 1 }; return true }
+        let unchanged = ProgressWatchdog(timeout: .seconds(60)) { false }
+        let start = ContinuousClock.now
+        _ = patrol.watch(changed) {}
+        let unchangedID = patrol.watch(unchanged) {}
+        try await waitUntil("the stuck watchdog to fire", timeout: .seconds(10)) { changed.fired }
+        #expect(ContinuousClock.now - start >= ProgressWatchdog.sourceCheckAfter)
+        #expect(asked.withLock { $0 } == 1, "asked only once nothing had moved for a second")
+        #expect(!changed.answerOverdue)
+        #expect(!unchanged.fired)
+        patrol.stopWatching(unchangedID)
+        try await waitUntil("the loop to end") { !patrol.isPatrolling }
+
+        // Moving, it is not asked at all.
+        let calls = Mutex(0)
+        let moving = ProgressWatchdog(timeout: .seconds(60)) { calls.withLock { $0 += 1 }; return true }
+        #expect(!moving.stuckOnChangedSource(at: .now))
+        #expect(calls.withLock { $0 } == 0)
+        #expect(moving.stuckOnChangedSource(at: .now + .seconds(2)))
+    }
 }
