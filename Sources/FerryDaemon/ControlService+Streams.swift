@@ -66,6 +66,10 @@ extension ControlService {
     /// Streams events: first a ``WatchStart`` reply, then every durable job event after `since`
     /// (or from now), and progress samples, until the client goes away or the daemon stops.
     func watch(_ arguments: WatchArguments, id: JSONValue?, session: ControlSession) async throws {
+        if let asked = arguments.progressInterval, !(asked >= 0 && asked <= 3600) {
+            // A number past Int64's milliseconds would stop the process when converted.
+            throw ControlError(.invalidArgument, "progress_interval must be between 0.2 and 3600 seconds")
+        }
         let interval = max(0.2, arguments.progressInterval ?? 1)
         let withProgress = arguments.progress ?? true
         let (newest, oldest) = try await store.eventBounds()

@@ -57,6 +57,15 @@ struct ControlProtocolTests {
             #expect(try message(#"{"v":1,"id":15,"cmd":"status","args":{"verbose":true}}"#).contains(#"status has no argument "verbose""#))
             #expect(try message(#"{"v":1,"id":16,"cmd":"limit","args":{"rate":1.5}}"#) == #"invalid arguments for limit: "rate" must be a string"#)
             #expect(try message(#"{"v":1,"id":17,"cmd":"list","args":{"limit":"many"}}"#).contains(#""limit" must be a whole number"#))
+            // Numbers that no duration can hold are refused before the stream starts (1e17 s stopped the daemon).
+            for interval in ["1e17", "1e308", "-1", "3600.5"] {
+                #expect(try message(#"{"v":1,"id":19,"cmd":"watch","args":{"progress_interval":"# + interval + "}}")
+                    .contains("progress_interval must be between 0.2 and 3600 seconds"))
+            }
+            for timeout in ["1e17", "1e308", "-1"] {
+                #expect(try message(#"{"v":1,"id":20,"cmd":"wait","args":{"timeout_seconds":"# + timeout + "}}")
+                    .contains("timeout_seconds must be between 0 and 31536000"))
+            }
             // An argument given as null is an absent one.
             #expect(try socket.request(#"{"v":1,"id":18,"cmd":"list","args":{"state":null}}"#)["ok"] as? Bool == true)
 
