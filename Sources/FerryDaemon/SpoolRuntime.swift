@@ -1,4 +1,5 @@
 import FerryConfig
+import FerryDelivery
 import FerryQueue
 import FerrySpool
 import FerryTransport
@@ -21,10 +22,13 @@ struct SpoolRuntime: Sendable {
     let sender: any Sender
     /// The spool's own bandwidth limit (its uploads also draw from the daemon's).
     let bandwidth: BandwidthBucket
+    /// What is taken out of a refusal before it is kept: the secrets the spool sends.
+    let answerRedaction: AnswerRedaction
 
     init(configuration: SpoolConfiguration, uploader: Uploader, bandwidth: BandwidthBucket = BandwidthBucket(rate: nil), parts: SenderParts) {
         self.configuration = configuration
         self.bandwidth = bandwidth
+        answerRedaction = SpoolSecrets.redaction(of: configuration)
         files = SpoolFiles(directory: configuration.directory)
         sender = Self.makeSender(configuration, uploader: uploader, parts: parts)
     }

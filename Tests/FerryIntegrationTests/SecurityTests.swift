@@ -143,7 +143,7 @@ struct SecurityTests {
         }
     }
 
-    @Test("Secrets (header from ${env:} and ${file:}, URL user:password, URL query token) appear nowhere ferryd writes or shows, even at log_level trace")
+    @Test("Secrets (header from ${env:} and ${file:}, URL user:password, URL query token) appear nowhere ferryd writes or shows, even at log_level trace, even when a refusal echoes them")
     func secretsNowhere() async throws {
         let envSecret = "ENVSECRET-7f3a9c"
         let fileSecret = "FILESECRET-b41d22"
@@ -153,7 +153,11 @@ struct SecurityTests {
         try (fileSecret + "\n").write(toFile: secrets.url("api-key"), atomically: true, encoding: .utf8)
         let failedOnce = Atomic<Bool>(false)
         let plan: @Sendable (RequestInfo) -> ReceiverAction = { info in
-            if info.uri.contains("strict") { return .respond(status: 403, body: "forbidden") }
+            // The refusal echoes what it was sent, as servers do (AWS's SignatureDoesNotMatch quotes
+            // the signed headers): kept with the job, in the sidecar and for hooks, it must not carry them.
+            if info.uri.contains("strict") {
+                return .respond(status: 403, body: "forbidden: Bearer \(envSecret), key \(fileSecret), ?token=\(queryToken), alice:\(urlPassword)")
+            }
             return failedOnce.exchange(true, ordering: .relaxed) ? .store() : .respond(status: 503, headers: [HeaderField(name: "Retry-After", value: "1")])
         }
         let headers = ["Authorization = \"Bearer ${env:FERRY_TEST_TOKEN}\"", "X-Api-Key = \"${file:\(secrets.url("api-key"))}\""]

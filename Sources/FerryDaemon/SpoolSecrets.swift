@@ -1,0 +1,46 @@
+import FerryConfig
+import FerryDelivery
+import Foundation
+
+/// The secret values a spool sends, which a server's refusal must not carry into the job's record,
+/// the failed file's sidecar or a hook (``AnswerRedaction``): the value of every header that holds
+/// a secret or is named like a credential (and its credentials without the scheme, as in
+/// `Bearer …`), form fields that hold a secret, the URL's password and query values (a
+/// pre-signed URL's signature and token), and an `s3` spool's secret key and session token.
+enum SpoolSecrets {
+    /// Words in a header's name that make its value a credential, whether or not it came from a secret.
+    static let credentialWords = ["authorization", "cookie", "token", "key", "secret", "password", "signature", "session", "auth"]
+
+    static func values(of configuration: SpoolConfiguration, endpoint: Endpoint) -> [String] {
+        var values: [String] = []
+        let secretHeaders = Set(configuration.headers.filter(\.value.containsSecret).map { $0.name.lowercased() })
+        for header in endpoint.headers {
+            let name = header.name.lowercased()
+            guard secretHeaders.contains(name) || credentialWords.contains(where: name.contains) else { continue }
+            values.append(header.value)
+            if let space = header.value.firstIndex(of: " ") {
+                values.append(String(header.value[header.value.index(after: space)...]).trimmingCharacters(in: .whitespaces))
+            }
+        }
+        values += configuration.fields.filter(\.value.containsSecret).map(\.value.text)
+        if let components = URLComponents(string: configuration.url.text) {
+            if let password = components.password, !password.isEmpty { values.append(password) }
+            for item in components.queryItems ?? [] {
+                if let value = item.value { values.append(value) }
+            }
+            for item in components.percentEncodedQueryItems ?? [] {
+                if let value = item.value { values.append(value) }
+            }
+        }
+        if let s3 = configuration.s3 {
+            values.append(s3.secretAccessKey.text)
+            if let token = s3.sessionToken { values.append(token.text) }
+        }
+        return values
+    }
+
+    /// The redaction of a spool's refusals.
+    static func redaction(of configuration: SpoolConfiguration) -> AnswerRedaction {
+        AnswerRedaction(secrets: values(of: configuration, endpoint: Endpoint(configuration)))
+    }
+}

@@ -1,0 +1,78 @@
+@testable import FerryDelivery
+import FerryQueue
+import Testing
+
+/// A refusal is kept (show, the failed file's sidecar, hooks) without the secrets a server echoes:
+/// AWS's SignatureDoesNotMatch carries the canonical request, with every signed header's value.
+@Suite("Answer redaction")
+struct AnswerRedactionTests {
+    static let token = "FQoGZXIvYXdzEJr//////////wEaDNjSESSIONTOKEN+abc/def=="
+    static let sseKey = "MzJieXRlc2VjcmV0a2V5Zm9yc3NlY3VzdG9tZXJrZXk="
+
+    /// AWS's answer to a request signed with the wrong secret key (the shape of AWS's documented
+    /// `SignatureDoesNotMatch`), echoing the signed headers.
+    static let signatureDoesNotMatch = """
+        <?xml version="1.0" encoding="UTF-8"?>
+        <Error><Code>SignatureDoesNotMatch</Code><Message>The request signature we calculated does not match the signature you provided. Check your key and signing method.</Message><AWSAccessKeyId>AKIAEXAMPLE</AWSAccessKeyId><StringToSign>AWS4-HMAC-SHA256
+        20261129T000000Z
+        20261129/eu-west-1/s3/aws4_request
+        5f1d</StringToSign><SignatureProvided>a1b2c3d4e5f6</SignatureProvided><StringToSignBytes>41 57 53 34</StringToSignBytes><CanonicalRequest>PUT
+        /photos/a.jpg
+
+        host:bucket.s3.amazonaws.com
+        x-amz-security-token:\(token)
+        x-amz-server-side-encryption-customer-key:\(sseKey)
+
+        host;x-amz-security-token;x-amz-server-side-encryption-customer-key
+        UNSIGNED-PAYLOAD</CanonicalRequest><CanonicalRequestBytes>50 55 54</CanonicalRequestBytes><RequestId>4442587FB7D0A2F9</RequestId><HostId>hostid</HostId></Error>
+        """
+
+    @Test("S3's signing elements are emptied and the secrets replaced; the code, message and request id stay")
+    func signatureDoesNotMatch() {
+        let redaction = AnswerRedaction(secrets: [Self.token, Self.sseKey, "short"])
+        let answer = ServerAnswer(status: 403, body: Array(Self.signatureDoesNotMatch.utf8), contentType: "application/xml")
+        let kept = String(decoding: redaction.redacted(answer).body, as: UTF8.self)
+        for gone in [Self.token, Self.sseKey, "a1b2c3d4e5f6", "x-amz-security-token:", "41 57 53 34", "20261129/eu-west-1"] {
+            #expect(!kept.contains(gone), "\(gone) is still in \(kept)")
+        }
+        for staying in ["<Code>SignatureDoesNotMatch</Code>", "Check your key and signing method.", "<RequestId>4442587FB7D0A2F9</RequestId>",
+                        "<CanonicalRequest>***</CanonicalRequest>", "<SignatureProvided>***</SignatureProvided>"] {
+            #expect(kept.contains(staying), "\(staying) is missing from \(kept)")
+        }
+    }
+
+    @Test("A secret echoed anywhere, raw or percent-encoded, in the body, a header or the hint, is replaced", arguments: [
+        ("{\"error\":\"token s3cr3t-t0ken-42 is not valid\"}", "{\"error\":\"token *** is not valid\"}"),
+        ("GET /x?token=s3cr3t%2Bt0ken%2F42&y=1", "GET /x?token=***&y=1"),
+        ("s3cr3t-t0ken-42s3cr3t-t0ken-42", "******"),
+        ("nothing to hide", "nothing to hide"),
+        ("", ""),
+    ])
+    func echoed(body: String, expected: String) {
+        let redaction = AnswerRedaction(secrets: ["s3cr3t-t0ken-42", "s3cr3t+t0ken/42"])
+        let answer = ServerAnswer(
+            status: 401, body: Array(body.utf8), hint: "said \(body)", headers: [ResponseHeader(name: "www-authenticate", value: body)])
+        let kept = redaction.redacted(answer)
+        #expect(String(decoding: kept.body, as: UTF8.self) == expected)
+        #expect(kept.headers.first?.value == expected)
+        #expect(kept.hint == "said \(expected)")
+    }
+
+    @Test("A success is the producer's answer: handed on unchanged")
+    func successUnchanged() {
+        let redaction = AnswerRedaction(secrets: ["s3cr3t-t0ken-42"])
+        let answer = ServerAnswer(status: 201, body: Array("{\"echo\":\"s3cr3t-t0ken-42\"}".utf8))
+        #expect(redaction.redacted(answer) == answer)
+    }
+
+    @Test("An element cut off by the 64 KiB limit loses the rest; secrets shorter than 6 bytes are not looked for; binary bodies keep their other bytes")
+    func edges() {
+        let redaction = AnswerRedaction(secrets: ["abc", "s3cr3t-t0ken-42"])
+        #expect(redaction.secrets.count == 1)
+        let cut = Array("<Error><CanonicalRequest>PUT /a\nx-amz-security-token:zzz".utf8)
+        #expect(String(decoding: redaction.redacted(cut), as: UTF8.self) == "<Error><CanonicalRequest>***")
+        let binary: [UInt8] = [0xFF, 0x00] + Array("s3cr3t-t0ken-42".utf8) + [0xFE]
+        #expect(redaction.redacted(binary) == [0xFF, 0x00] + Array("***".utf8) + [0xFE])
+        #expect(AnswerRedaction.percentEncoded("a+b/c d~") == "a%2Bb%2Fc%20d~")
+    }
+}
