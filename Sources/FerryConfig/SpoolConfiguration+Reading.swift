@@ -167,7 +167,7 @@ extension SpoolConfiguration {
     private static func checkURL(_ template: ValueTemplate, at path: KeyPath, context: LoadContext) {
         let text = template.text
         let withoutUserInfo = ValueTemplate.withoutUserInfo(text)
-        let shown = template.containsSecret ? "the URL (after resolving secrets)" : "\"\(withoutUserInfo)\""
+        let shown = template.containsSecret ? "the URL (after resolving secrets)" : "\"\(ValueTemplate.shownInMessages(text))\""
         // A user name or password is only ever shown as ***; one with a reserved character is the
         // usual reason such a URL does not parse.
         let credentialsHint = withoutUserInfo == text ? ""
@@ -206,7 +206,7 @@ extension SpoolConfiguration {
             guard let text = element.string, let origin = HTTPOrigin(url: text),
                   let components = URLComponents(string: text), components.path.isEmpty || components.path == "/",
                   components.query == nil, components.user == nil else {
-                reader.context.report(path, "\(element.string.map { "\"\(ValueTemplate.withoutUserInfo($0))\"" } ?? "an element") is not an origin; write it as \"https://host\" or \"https://host:port\", without a path")
+                reader.context.report(path, "\(element.string.map { "\"\(ValueTemplate.shownInMessages($0))\"" } ?? "an element") is not an origin; write it as \"https://host\" or \"https://host:port\", without a path")
                 continue
             }
             origins.append(origin)

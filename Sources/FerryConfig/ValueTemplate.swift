@@ -265,4 +265,13 @@ extension ValueTemplate {
               at.lowerBound >= scheme.upperBound else { return text }
         return String(text[..<scheme.upperBound]) + "***" + String(text[at.lowerBound...])
     }
+
+    /// `text` (a URL as written, valid or not) as an error message may show it: without user
+    /// information (``withoutUserInfo(_:)``) and without its query, which may hold a pre-signed
+    /// URL's signature or token (`?X-Amz-Signature=…` becomes `?…`).
+    public static func shownInMessages(_ text: String) -> String {
+        let shown = withoutUserInfo(text)
+        guard let query = shown.firstIndex(of: "?") else { return shown }
+        return String(shown[..<query]) + "?…"
+    }
 }

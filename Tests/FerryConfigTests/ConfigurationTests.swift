@@ -519,6 +519,18 @@ struct TemplateTests {
         #expect(found.allSatisfy { !$0.description.contains("SECRET9") && !$0.description.contains("alice") })
     }
 
+    @Test("A URL that does not parse is quoted without its query (a pre-signed URL's signature and token)", arguments: [
+        ("https://b.s3.amazonaws.com/x?X-Amz-Signature=deadbeefSECRET9&X-Amz-Security-Token=TOKENSECRET9 extra",
+         "\"https://b.s3.amazonaws.com/x?…\" contains a space or control character"),
+        ("ftp://b.example/x?sig=SECRET9", "\"ftp://b.example/x?…\" must start with http:// or https://"),
+    ])
+    func badURLQuery(url: String, message: String) {
+        let found = urlIssues(url)
+        #expect(found.count == 1)
+        #expect(found.first?.message.hasPrefix(message) == true, "\(found)")
+        #expect(found.allSatisfy { !$0.description.contains("SECRET9") })
+    }
+
     @Test("A raw PUT's URL is shown with its placeholders as written")
     func putURLShown() throws {
         let configuration = try loader().parse("""
