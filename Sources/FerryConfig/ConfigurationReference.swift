@@ -180,7 +180,7 @@ public enum ConfigurationReference {
               default: "`5d`",
               "give up on a file not delivered this long after it was queued"),
         .init(.spoolRetry, ["statuses"],
-              default: "`[408, 423, 425, 429, 500, 502, 503, 504, 507, 509, 520, 521, 522, 523, 524, 529]`",
+              default: "`[408, 423, 425, 429, 500, 502, 503, 504, 507, 509, 520, 521, 522, 523, 524, 529, 530]`",
               "the answers that mean \"try again later\"; any other 4xx or 5xx fails the job. Only 400–599 (a 2xx is a delivery)"),
         .init(.spool, ["bandwidth_limit", "bandwidth_schedule"],
               default: "`off`",

@@ -15,9 +15,9 @@ public struct RetryPolicy: Sendable, Equatable {
     /// 429 Too Many Requests, 500 Internal Server Error, 502 Bad Gateway, 503 Service Unavailable,
     /// 504 Gateway Timeout, 507 Insufficient Storage (a full disk at the server), 509 Bandwidth
     /// Limit Exceeded, and the statuses a CDN in front of the server gives when it cannot reach it
-    /// (Cloudflare's 520–524 and 529). 501 and 505 are not retried: the server lacks the method
-    /// or the HTTP version, and will next time too.
-    public static let defaultRetryStatuses: Set<Int> = [408, 423, 425, 429, 500, 502, 503, 504, 507, 509, 520, 521, 522, 523, 524, 529]
+    /// (Cloudflare's 520–524 and 529, and 530 when a tunnel's origin is down). 501 and 505 are not
+    /// retried: the server lacks the method or the HTTP version, and will next time too.
+    public static let defaultRetryStatuses: Set<Int> = [408, 423, 425, 429, 500, 502, 503, 504, 507, 509, 520, 521, 522, 523, 524, 529, 530]
 
     public init(
         initialDelay: Duration = .seconds(1), maxDelay: Duration = .seconds(300), maxAttempts: Int = 0,

@@ -18,7 +18,7 @@ struct AfterDeliveryConfigurationTests {
         #expect(spool.resultDirectory == nil && spool.digest == nil)
         #expect(spool.hooks.onDelivered == nil && spool.hooks.onFailed == nil)
         #expect(spool.hooks.timeout == .seconds(30) && spool.hooks.maxAttempts == 5 && spool.hooks.workingDirectory == "/")
-        #expect(spool.retry.retryStatuses == [408, 423, 425, 429, 500, 502, 503, 504, 507, 509, 520, 521, 522, 523, 524, 529])
+        #expect(spool.retry.retryStatuses == [408, 423, 425, 429, 500, 502, 503, 504, 507, 509, 520, 521, 522, 523, 524, 529, 530])
         #expect(configuration.maxConcurrentHooks == 2)
     }
 

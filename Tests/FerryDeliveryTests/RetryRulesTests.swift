@@ -7,7 +7,7 @@ struct RetryRulesTests {
     @Test("2xx succeeds; 408 423 425 429 500 502 503 504 retry; everything else is permanent")
     func statusTable() {
         for status in [200, 201, 202, 204, 299] { #expect(RetryRules.verdict(status: status, retryAfter: nil) == .success) }
-        for status in [408, 423, 425, 429, 500, 502, 503, 504, 507, 509, 520, 521, 522, 523, 524, 529] { #expect(RetryRules.verdict(status: status, retryAfter: nil) == .retry(notBefore: nil)) }
+        for status in [408, 423, 425, 429, 500, 502, 503, 504, 507, 509, 520, 521, 522, 523, 524, 529, 530] { #expect(RetryRules.verdict(status: status, retryAfter: nil) == .retry(notBefore: nil)) }
         for status in [301, 302, 307, 308, 400, 401, 403, 404, 405, 409, 410, 411, 413, 415, 422, 451, 501, 505] {
             #expect(RetryRules.verdict(status: status, retryAfter: nil) == .permanent, "\(status)")
         }
