@@ -45,6 +45,31 @@ struct PutProtocolTests {
         await server.stop()
     }
 
+    /// Nextcloud in maintenance mode answers 503: that, not the PUT's 409, decides the attempt.
+    @Test("put into a WebDAV subfolder while MKCOL is answered 503 with Retry-After: retried, not failed; the file lands")
+    func davBusyMKCOL() async throws {
+        let directory = try TemporaryDirectory("ferry-dav")
+        let server = try await DAVServer(root: directory.url("dav"), logPath: directory.url("dav.log"), mkcolBusy: 2)
+        let spool = TestSpool(options: ["protocol = \"put\"", "recursive = true"])
+        do {
+            try await withDaemonHarness(spools: [spool], url: server.url + "/{relative_path}") { harness in
+                try FileManager.default.createDirectory(atPath: harness.spoolPath() + "/inbox", withIntermediateDirectories: true)
+                try await harness.start()
+                let bytes = pseudoRandomBytes(5000, seed: 64)
+                _ = try harness.drop("inbox/scan.pdf", bytes)
+                let done = try await waitForState(harness, .done)
+                #expect(done.first?.attempts == 3, "two attempts met the busy server; the third made the folder")
+                let stored = FileManager.default.contents(atPath: server.root + "/inbox/scan.pdf").map { [UInt8]($0) }
+                #expect(stored.map(sha256Hex) == sha256Hex(bytes))
+                #expect(server.log.components(separatedBy: "answered 503 (busy)").count == 3)
+            }
+        } catch {
+            await server.stop()
+            throw error
+        }
+        await server.stop()
+    }
+
     @Test("put sends each file byte-identical as the whole body, to a URL naming it, with its type")
     func putByteIdentical() async throws {
         let spool = TestSpool(options: ["protocol = \"put\""], headers: ["X-Token = \"t0ken\""], urlPath: "/dav/{relative_path}")

@@ -13,13 +13,14 @@ public final class DAVServer: @unchecked Sendable {
     /// The directory served: what the server stored.
     public let root: String
 
-    public init(root: String, logPath: String) async throws {
+    /// - Parameter mkcolBusy: how many MKCOL requests are answered 503 with `Retry-After: 1` first.
+    public init(root: String, logPath: String, mkcolBusy: Int = 0) async throws {
         self.root = root
         try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
             .appendingPathComponent("../Servers/dav_server.py").standardized.path
         let (python, prefix) = S3TestServer.pythonArguments
-        child = try ChildProcess(executable: python, arguments: prefix + [script, "--root", root], logPath: logPath)
+        child = try ChildProcess(executable: python, arguments: prefix + [script, "--root", root, "--mkcol-busy", "\(mkcolBusy)"], logPath: logPath)
         let line = try await child.readStdoutLine { $0.hasPrefix("{\"listening\"") }
         guard let listening = try? JSONDecoder().decode([String: String].self, from: Data(line.utf8))["listening"] else {
             throw TestFailure("the WebDAV test server printed \(line)")

@@ -38,39 +38,61 @@ struct PutSender: Sender {
         var answer = await uploader.send(request, logger: logger, progress: { tracker.sent($0) })
         var sentBefore: Int64 = 0
         // A file in a subdirectory, to a WebDAV server without that collection: make it, and put again.
-        if configuration.method == "PUT", case .response(let status, _, _, let sent) = answer, status == 409 || status == 404,
-           await makeCollections(WebDAVCollections.parents(of: url, relativePath: job.relativePath), logger: logger) {
-            tracker.sending(total: source.status.size)
-            answer = await uploader.send(request, logger: logger, progress: { tracker.sent($0) })
-            sentBefore = sent
+        var mkcolStopped = false
+        if configuration.method == "PUT", case .response(let status, _, _, let sent) = answer, status == 409 || status == 404 {
+            let collections = WebDAVCollections.parents(of: url, relativePath: job.relativePath)
+            if let stopped = await makeCollections(collections, logger: logger) {
+                if Self.decidesInstead(stopped, retryable: configuration.retry.retryStatuses) {
+                    // The server is busy or down (Nextcloud's maintenance 503), or the link failed:
+                    // that decides, not the 409, which would fail the file for good.
+                    answer = stopped
+                    sentBefore = sent
+                    mkcolStopped = true
+                }
+            } else if !collections.isEmpty {
+                tracker.sending(total: source.status.size)
+                answer = await uploader.send(request, logger: logger, progress: { tracker.sent($0) })
+                sentBefore = sent
+            }
         }
         var result = SendResult(answer, source: source, bodyLength: source.status.size)
         result.bytesSent += sentBefore
+        if mkcolStopped { result.answeredEarly = false }
         result.digests = digests
         return result
     }
 
-    /// MKCOL of each collection, from the top; whether all of them exist now. Nothing is made for a
-    /// file at the spool's top, nor where the URL does not end with the file's relative path.
-    private func makeCollections(_ collections: [String], logger: Logger) async -> Bool {
-        guard !collections.isEmpty else { return false }
-        for collection in collections {
+    /// Whether the answer that stopped MKCOL, rather than the PUT's 409 or 404, decides the job:
+    /// a status the spool retries, no answer, or a cancel.
+    static func decidesInstead(_ stopped: UploadResult, retryable: Set<Int>) -> Bool {
+        switch stopped {
+        case .response(let status, _, _, _): retryable.contains(status)
+        case .failed, .cancelled: true
+        }
+    }
+
+    /// MKCOL of each collection, from the top: `nil` when all of them exist now, else the answer
+    /// that stopped it. Nothing is made for a file at the spool's top, nor where the URL does not
+    /// end with the file's relative path (`collections` empty).
+    private func makeCollections(_ collections: [String], logger: Logger) async -> UploadResult? {
+        guard !collections.isEmpty else { return nil }
+        for (depth, collection) in collections.enumerated() {
             let answer = await uploader.send(.bodiless(url: collection, method: "MKCOL", headers: endpoint.headers), logger: logger)
             let said: String
             switch answer {
             case .response(let status, _, _, _) where WebDAVCollections.exists(afterMKCOL: status): continue
             case .response(let status, _, _, _): said = "\(status)"
             case .failed(let failure, _): said = failure.message
-            case .cancelled: return false
+            case .cancelled: return answer
             }
             // The folder's depth, not its URL: a URL may hold a secret.
             logger.warning("the server has no folder for the file, and MKCOL could not make one", metadata: [
-                "folder_depth": "\(collections.firstIndex(of: collection).map { $0 + 1 } ?? 0)", "answer": "\(said)",
+                "folder_depth": "\(depth + 1)", "answer": "\(said)",
             ])
-            return false
+            return answer
         }
         logger.info("made the file's folders on the server (MKCOL)", metadata: ["folders": "\(collections.count)"])
-        return true
+        return nil
     }
 
     /// What a failed digest read says about the attempt.
