@@ -99,6 +99,10 @@ public enum ReceiverAction: Sendable {
     /// Read `afterBytes` of the body, then answer `status` (a 2xx: a server that accepts a truncated
     /// body) and close. Nothing is stored: the file never arrived whole.
     case acceptPartial(afterBytes: Int64, status: Int = 200)
+    /// Read `afterBytes` of the body, answer `status` at once (a 2xx: a server that decided without
+    /// the rest), then read the rest of the body and drop it, keeping the connection, as Node's
+    /// http server does for a request its handler did not read. Nothing is stored.
+    case answerThenDrain(afterBytes: Int64, status: Int = 200)
     /// Read the whole body, store nothing, then answer `status` with a chunked body of one byte every
     /// `interval`, never ending: a server that trickles its answer.
     case trickleAnswer(status: Int, interval: Duration)
@@ -117,7 +121,7 @@ extension ReceiverAction {
     /// The body byte count at which the action cuts the request short, if it does.
     var cutOff: Int64? {
         switch self {
-        case .stall(let after), .disconnect(let after), .reset(let after), .acceptPartial(let after, _): after
+        case .stall(let after), .disconnect(let after), .reset(let after), .acceptPartial(let after, _), .answerThenDrain(let after, _): after
         default: nil
         }
     }

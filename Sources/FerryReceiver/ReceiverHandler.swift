@@ -160,10 +160,23 @@ final class ReceiverHandler: ChannelInboundHandler {
                 context.channel.setOption(ChannelOptions.autoRead, value: false).whenComplete { _ in }
             case .disconnect, .reset, .acceptPartial:
                 cutShort(context: context)
+            case .answerThenDrain(_, let status):
+                answerEarly(status: status, context: context)
             default:
                 break
             }
         }
+    }
+
+    /// `answerThenDrain`: the answer now; the rest of the body is read and dropped (the request is
+    /// stopped, so its bytes are not counted or stored).
+    private func answerEarly(status: Int, context: ChannelHandlerContext) {
+        guard let request else { return }
+        discardParts()
+        self.request?.stopped = true
+        core.update(request.index) { $0.error = "answered \(status) after \(request.bodyBytes) body bytes, then dropped the rest (not stored)" }
+        respond(status: status, headers: [HeaderField(name: "Content-Type", value: "application/json")],
+                body: Array("{\"accepted\":true}".utf8), close: false, context: context)
     }
 
     /// Ends a request the plan cuts short (`disconnect`, `reset`, `acceptPartial`), mid-body or,
@@ -262,6 +275,8 @@ final class ReceiverHandler: ChannelInboundHandler {
         case .disconnect, .reset, .acceptPartial:
             // The body was shorter than the cut-off: cut it short at its end.
             cutShort(context: context)
+        case .answerThenDrain(_, let status):
+            answerEarly(status: status, context: context)
         case .trickleAnswer(let status, let interval):
             core.update(request.index) {
                 $0.complete = true

@@ -29,15 +29,22 @@ final class ResponseCollector: HTTPClientResponseDelegate, Sendable {
     /// Hears of each body part once the connection has written it (its length), when the request's
     /// body is not counted elsewhere.
     private let written: (@Sendable (Int64) -> Void)?
-    private let state = Mutex<(answer: Answer?, drained: Int)>((nil, 0))
+    /// The request's running count of body bytes written, read when the answer's head arrives.
+    private let sent: ByteCounter
+    private let state = Mutex<(answer: Answer?, drained: Int, sentAtHead: Int64?)>((nil, 0, nil))
 
-    init(limit: Int, watchdog: ProgressWatchdog, written: (@Sendable (Int64) -> Void)? = nil) {
+    init(limit: Int, watchdog: ProgressWatchdog, sent: ByteCounter, written: (@Sendable (Int64) -> Void)? = nil) {
         self.limit = limit
         self.watchdog = watchdog
+        self.sent = sent
         self.written = written
     }
 
     var answer: Answer? { state.withLock { $0.answer } }
+
+    /// The body bytes written when the answer's head arrived: fewer than the body's length means
+    /// the server answered early, even if it read (and dropped) the rest afterwards, as Node does.
+    var sentAtHead: Int64? { state.withLock { $0.sentAtHead } }
 
     func didSendRequestPart(task: HTTPClient.Task<Void>, _ part: IOData) {
         watchdog.progressed()
@@ -47,7 +54,11 @@ final class ResponseCollector: HTTPClientResponseDelegate, Sendable {
     func didReceiveHead(task: HTTPClient.Task<Void>, _ head: HTTPResponseHead) -> EventLoopFuture<Void> {
         watchdog.progressed()
         watchdog.answerStarted()
-        state.withLock { $0.answer = Answer(status: Int(head.status.code), headers: head.headers.map { (name: $0.name, value: $0.value) }, body: []) }
+        let sentNow = sent.value
+        state.withLock {
+            $0.answer = Answer(status: Int(head.status.code), headers: head.headers.map { (name: $0.name, value: $0.value) }, body: [])
+            $0.sentAtHead = sentNow
+        }
         return task.eventLoop.makeSucceededVoidFuture()
     }
 

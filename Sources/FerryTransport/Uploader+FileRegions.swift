@@ -124,7 +124,7 @@ extension Uploader {
         }
         var http = try HTTPClient.Request(url: request.url, method: HTTPMethod(rawValue: request.method), headers: headers, body: body)
         http.headers.remove(name: "Content-Length")
-        let delegate = ResponseCollector(limit: Self.responseLimit, watchdog: watchdog)
+        let delegate = ResponseCollector(limit: Self.responseLimit, watchdog: watchdog, sent: counter)
         // The request, its connection and the body's readiness all on one loop: a body that becomes
         // ready on another loop let the answer overtake the end of the body, and the connection was
         // never given back to the pool. `client` has no other loop, so its pooled keep-alive

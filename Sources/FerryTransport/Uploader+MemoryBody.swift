@@ -14,7 +14,7 @@ extension Uploader {
         await throttled(Int64(bytes.count), watchdog: watchdog)
         let http = try HTTPClient.Request(
             url: request.url, method: HTTPMethod(rawValue: request.method), headers: headers, body: .byteBuffer(ByteBuffer(bytes: bytes)))
-        let delegate = ResponseCollector(limit: Self.responseLimit, watchdog: watchdog, written: { progress(counter.add($0)) })
+        let delegate = ResponseCollector(limit: Self.responseLimit, watchdog: watchdog, sent: counter, written: { progress(counter.add($0)) })
         let task = client.execute(request: http, delegate: delegate, deadline: nil, logger: logger)
         return try await answer(of: task, from: delegate, counter: counter, logger: logger)
     }
@@ -31,9 +31,12 @@ extension Uploader {
             // The status is in: the server has decided, whatever happened to the rest of the answer.
             guard let answer = delegate.answer else { throw error }
             logger.debug("reading the response body failed after the status arrived", metadata: ["error": "\(error)"])
-            return .response(status: answer.status, headers: answer.headers, body: answer.body, bytesSent: counter.value)
+            return .response(status: answer.status, headers: answer.headers, body: answer.body, bytesSent: delegate.sentAtHead ?? counter.value)
         }
         guard let answer = delegate.answer else { throw HTTPClientError.remoteConnectionClosed }
-        return .response(status: answer.status, headers: answer.headers, body: answer.body, bytesSent: counter.value)
+        // What had been written when the answer came, not after: AsyncHTTPClient goes on writing
+        // the body to a server that answered early but reads on, and the byte count must say the
+        // answer was early (the 2xx may be to a body the server never looked at).
+        return .response(status: answer.status, headers: answer.headers, body: answer.body, bytesSent: delegate.sentAtHead ?? counter.value)
     }
 }

@@ -152,6 +152,11 @@ public final class Uploader: Sendable {
             if Task.isCancelled || error is CancellationError || (error as? HTTPClientError) == .cancelled {
                 return .cancelled(bytesSent: counter.value)
             }
+            if Self.sourceChanged(request) {
+                // Over TLS a file cut short ends the body early, which the client reports as its own
+                // error: the changed file, not the link, ended the attempt (it is superseded, not retried).
+                return .failed(TransportFailure(kind: .sourceChanged, message: "the file changed during the upload"), bytesSent: counter.value)
+            }
             return .failed(Self.describe(error, request: request), bytesSent: counter.value)
         }
     }
@@ -266,6 +271,8 @@ public final class Uploader: Sendable {
     /// Executes `http` and reads the answer.
     private func exchange(_ http: HTTPClientRequest, counter: ByteCounter, watchdog: ProgressWatchdog, logger: Logger) async throws -> UploadResult {
         let response = try await client.execute(http, deadline: .distantFuture, logger: logger)
+        // Counted at the head: a server that answers early and reads on still answered early.
+        let sentAtHead = counter.value
         watchdog.progressed()
         watchdog.answerStarted()
         // The status is in: whatever happens while reading the rest of the answer (a reset, the
@@ -286,7 +293,7 @@ public final class Uploader: Sendable {
             logger.debug("reading the response body failed after the status arrived", metadata: ["error": "\(error)"])
         }
         let headers = response.headers.map { (name: $0.name, value: $0.value) }
-        return .response(status: Int(response.status.code), headers: headers, body: body, bytesSent: counter.value)
+        return .response(status: Int(response.status.code), headers: headers, body: body, bytesSent: sentAtHead)
     }
 
     /// A readable account of a transport error.

@@ -10,9 +10,11 @@ import Testing
 struct EarlyAnswerTests {
     /// Sends a 48 MiB file (more than the socket buffers hold) to a server that answers 200 after
     /// 64 KiB and closes; returns the job and whether the file is still in the spool.
-    func sendToEarlyAnswer(options: [String]) async throws -> (Job, Bool, String) {
+    func sendToEarlyAnswer(
+        options: [String], action: ReceiverAction = .acceptPartial(afterBytes: 64 * 1024, status: 200)
+    ) async throws -> (Job, Bool, String) {
         var outcome: (Job, Bool, String)?
-        try await withDaemonHarness(spools: [TestSpool(options: options)], plan: { _ in .acceptPartial(afterBytes: 64 * 1024, status: 200) }) { harness in
+        try await withDaemonHarness(spools: [TestSpool(options: options)], plan: { _ in action }) { harness in
             try await harness.start()
             let path = try harness.drop("scan.tiff", pseudoRandomBytes(48 << 20, seed: 99))
             try await waitUntil("the job to be done and its file dealt with") {
@@ -28,6 +30,19 @@ struct EarlyAnswerTests {
     @Test("The 2xx stands (no retry), but the file is kept in the spool and the log says why")
     func keptByDefault() async throws {
         let (job, stillThere, log) = try await sendToEarlyAnswer(options: [])
+        #expect(job.attempts == 1 && job.responseStatus == 200)
+        #expect(job.disposition == .kept)
+        #expect(stillThere, "after_upload (delete) is not applied")
+        #expect(log.contains("answered 2xx before the whole body was sent"), "\(log)")
+    }
+
+    /// Node's http server reads and drops the body of a request its handler answered without
+    /// reading it: ferryd's writes all succeed, but the answer came first.
+    @Test("A 2xx after 64 KiB from a server that then reads and drops the rest is early too, for multipart and put: the file is kept",
+          arguments: ["multipart", "put"])
+    func answeredThenDrained(_ uploadProtocol: String) async throws {
+        let (job, stillThere, log) = try await sendToEarlyAnswer(
+            options: ["protocol = \"\(uploadProtocol)\""], action: .answerThenDrain(afterBytes: 64 * 1024, status: 200))
         #expect(job.attempts == 1 && job.responseStatus == 200)
         #expect(job.disposition == .kept)
         #expect(stillThere, "after_upload (delete) is not applied")

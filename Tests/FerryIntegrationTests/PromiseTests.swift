@@ -106,8 +106,9 @@ struct PromiseTests {
     func putSupersededDuringUpload() async throws {
         let gate = ReceiverGate()
         // A region of the old version already handed to sendfile(2) can never be sent once the file is
-        // shorter: the no-progress watchdog ends the request, and it is told apart by the file's change.
-        let spool = TestSpool(options: ["protocol = \"put\"", "no_progress_timeout = \"2s\""], urlPath: "/dav/{filename}")
+        // shorter: the watchdog's patrol sees the change once nothing has moved for a second and ends
+        // the request, long before no_progress_timeout (60 s here; the wait below is 30 s).
+        let spool = TestSpool(options: ["protocol = \"put\"", "no_progress_timeout = \"60s\""], urlPath: "/dav/{filename}")
         try await withDaemonHarness(spools: [spool], plan: { info in
             info.index == 0 ? .stallUntil(afterBytes: 256 * 1024, gate: gate) : .store()
         }) { harness in
@@ -129,6 +130,36 @@ struct PromiseTests {
             let stored = harness.receiver.requests.last
             #expect(stored?.idempotencyKey == done.id.rawValue && stored?.bodyBytes == 100_000)
         }
+    }
+
+    @Test("put over HTTPS: a file cut short during its upload is superseded (not retried as a network error); its new version is delivered")
+    func putSupersededDuringTLSUpload() async throws {
+        let pki = try TemporaryDirectory("ferry-pki")
+        let certificates = try TestCertificates(in: pki.url("pki"))
+        let gate = ReceiverGate()
+        let tlsReceiver = try await Receiver.start(
+            directory: pki.url("received"), plan: { info in info.index == 0 ? .stallUntil(afterBytes: 256 * 1024, gate: gate) : .store() },
+            tls: try certificates.serverConfiguration())
+        let spool = TestSpool(
+            options: ["protocol = \"put\"", "ca_file = \"\(certificates.caFile)\""], retry: ["initial_delay = \"100ms\"", "max_delay = \"1s\"", "max_attempts = 1"],
+            urlPath: "/dav/{filename}")
+        try await withDaemonHarness(spools: [spool], url: tlsReceiver.url(path: "/dav/{filename}")) { harness in
+            try await harness.start()
+            let path = try harness.drop("video.bin", pseudoRandomBytes(48 << 20, seed: 98))
+            try await waitUntil("the upload to be under way") { (tlsReceiver.requests.first?.bodyBytes ?? 0) >= 256 * 1024 }
+            try rewriteInPlace(path, with: pseudoRandomBytes(100_000, seed: 99), truncating: true)
+            gate.open()
+            try await waitUntil("the new version to be delivered\n\(harness.daemon?.log ?? "")", timeout: .seconds(30)) {
+                try await jobs(harness).contains { $0.state == .done }
+            }
+            let all = try await jobs(harness)
+            // With max_attempts = 1, a network error would have failed the job instead.
+            #expect(Set(all.map(\.state)) == [.superseded, .done], "\(all.map(\.state)) \(all.map { $0.lastError ?? "" })")
+            let done = try #require(all.first { $0.state == .done })
+            #expect(done.identity.size == 100_000)
+            #expect(tlsReceiver.requests.last?.bodyBytes == 100_000)
+        }
+        try await tlsReceiver.stop()
     }
 
     @Test("put: a file rewritten in place (same size) while the server holds its upload is not recorded delivered; its new version is")
