@@ -183,6 +183,12 @@ extension ControlService {
         guard let spool = runtime.spool(named: job.spool) else {
             throw ControlError(.conflict, "spool \"\(job.spool)\" is no longer configured")
         }
+        // Not while its file is being moved aside (the chores finishing a pending disposition).
+        let dispositions = followUps.disposer.inProgress
+        guard dispositions.begin(job.id) else {
+            throw ControlError(.conflict, "the file of job \(job.id) is being moved right now; try again in a moment")
+        }
+        defer { dispositions.end(job.id) }
         let reopened: Job
         do {
             reopened = try await store.reopen(job, now: Date())

@@ -28,6 +28,8 @@ struct Disposer: Sendable {
     /// Called once a disposition is recorded for a spool with hooks or result files: what follows
     /// it (``HookRunner``) may run.
     var disposed: @Sendable () -> Void = {}
+    /// The jobs being disposed of (or brought back by `retry`) now, shared by every copy.
+    let inProgress = DispositionsInProgress()
 
     /// What happened to the file.
     struct Result {
@@ -42,8 +44,20 @@ struct Disposer: Sendable {
     /// now (it stays pending and is tried again later). With `deferRecord` (the pipeline's own
     /// disposition), the record is a deferred write: it commits with the queue's next durable write.
     @discardableResult
-    func dispose(_ job: Job, spool: SpoolConfiguration, files: SpoolFiles, deferRecord: Bool = false) async -> Result? {
-        precondition(job.state.isFinal)
+    func dispose(_ given: Job, spool: SpoolConfiguration, files: SpoolFiles, deferRecord: Bool = false) async -> Result? {
+        precondition(given.state.isFinal)
+        guard inProgress.begin(given.id) else { return nil }
+        defer { inProgress.end(given.id) }
+        let job: Job
+        if deferRecord {
+            job = given
+        } else {
+            // Not the pipeline's own (whose job is fresh): the record now, not when the job was read.
+            // Another disposition may have finished since, or an operator's retry reopened the job.
+            guard let sequence = given.sequence, let current = try? await store.job(sequence: sequence),
+                  current.state.isFinal, current.disposedAt == nil else { return nil }
+            job = current
+        }
         var log = logger
         log[metadataKey: "job"] = "\(job.id)"
         log[metadataKey: "spool"] = "\(job.spool)"
@@ -63,9 +77,14 @@ struct Disposer: Sendable {
                 } else {
                     result = try Self.applyAfterUpload(job, spool: spool, files: files, expected: expected)
                 }
-                // The file's field sidecar goes where the file went (a bundle's is inside it).
-                if let fields = job.fieldsSidecar, job.kind == .file, result.disposition == .deleted || result.disposition == .moved {
-                    try files.disposeOfFieldSidecar(of: job.relativePath, expected: fields, movedTo: result.finalPath)
+                // The file's field sidecar goes where the file went (a bundle's is inside it). A file
+                // found gone (deleted or moved before a crash, or by someone) takes its sidecar too:
+                // left, it would give its fields to the next file of that name.
+                if let fields = job.fieldsSidecar, job.kind == .file,
+                   [.deleted, .moved, .missing].contains(result.disposition) {
+                    if result.disposition == .deleted { FaultPoint.deletedBeforeFieldSidecar.reached() }
+                    try files.disposeOfFieldSidecar(
+                        of: job.relativePath, expected: fields, movedTo: result.disposition == .missing ? nil : result.finalPath)
                 }
                 return result
             }

@@ -11,6 +11,8 @@ enum FaultPoint: String {
     case deliveredBeforeRecord = "delivered-before-record"
     /// The 2xx is on record; the file is not deleted or moved yet.
     case deliveredBeforeDisposal = "delivered-before-disposal"
+    /// The delivered file is deleted; its field sidecar is not yet.
+    case deletedBeforeFieldSidecar = "deleted-before-field-sidecar"
 
     func reached() {
         #if DEBUG

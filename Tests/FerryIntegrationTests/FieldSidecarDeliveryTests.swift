@@ -89,6 +89,27 @@ struct FieldSidecarDeliveryTests {
         }
     }
 
+    @Test("Killed after the delivered file is deleted, before its sidecar: the restart deletes the sidecar, and the next file of that name does not get its fields")
+    func crashBetweenFileAndSidecar() async throws {
+        try await withDaemonHarness(spools: [Self.spool]) { harness in
+            try await harness.start(environment: ["FERRY_FAULT_POINT": "deleted-before-field-sidecar"])
+            try harness.drop("heron.jpg.fields.toml", Array(Self.heronSidecar.utf8))
+            let photo = try harness.drop("heron.jpg", pseudoRandomBytes(5000, seed: 2210))
+            try await PromiseTests().waitForCrash(harness)
+            #expect(!fileExists(photo))
+            #expect(fileExists(photo + ".fields.toml"), "the crash came between the two")
+            try await harness.start()
+            try await waitUntil("the sidecar to be deleted") { !fileExists(photo + ".fields.toml") }
+            try await harness.waitForQuiet()
+            // The next heron.jpg, dropped without a sidecar, has the spool's fields only.
+            try harness.drop("heron.jpg", pseudoRandomBytes(6000, seed: 2211))
+            _ = try await waitForState(harness, .done, count: 2)
+            let last = try #require(harness.receiver.acceptedRequests.last)
+            #expect(last.fields.first { $0.name == "description" } == nil, "the old sidecar's fields: \(last.fields)")
+            #expect(last.fields.first { $0.name == "visibility" }?.value == "public")
+        }
+    }
+
     @Test("after_upload = \"move\": each sidecar is moved beside its file; the fields go in merge order")
     func sidecarsMoved() async throws {
         var spool = Self.spool
