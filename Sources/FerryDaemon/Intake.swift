@@ -35,7 +35,9 @@ final class Intake: Sendable {
     @discardableResult
     func submit(spool: String, files: [SpoolFile]) async -> Bool {
         let discovered = files.map {
-            JobStore.DiscoveredFile(spool: spool, relativePath: $0.relativePath, identity: $0.status.version, bundleFiles: $0.bundle?.bundleFiles)
+            JobStore.DiscoveredFile(
+                spool: spool, relativePath: $0.relativePath, identity: $0.status.version, bundleFiles: $0.bundle?.bundleFiles,
+                observedAt: $0.observedAt)
         }
         do {
             let jobs = try await store.enqueue(discovered, now: Date(), makeBoundary: { MultipartBoundary.random().value })

@@ -10,18 +10,22 @@ extension JobStore {
         public var identity: FileIdentity
         /// For a bundle, its files (in the order they are sent); `nil` for a file.
         public var bundleFiles: [BundleFile]?
-        public init(spool: String, relativePath: [UInt8], identity: FileIdentity, bundleFiles: [BundleFile]? = nil) {
+        /// When the file was seen; `nil` when not known (a file named by an operator).
+        public var observedAt: Date?
+        public init(spool: String, relativePath: [UInt8], identity: FileIdentity, bundleFiles: [BundleFile]? = nil, observedAt: Date? = nil) {
             self.spool = spool
             self.relativePath = relativePath
             self.identity = identity
             self.bundleFiles = bundleFiles
+            self.observedAt = observedAt
         }
     }
 
     /// Queues each file that is not already queued or already handled, in one transaction, and
     /// returns the new jobs. A file is already handled when the latest job for its path is still
     /// active, still being disposed of, or was deliberately left in place (`keep`, or changed during
-    /// its upload) with this very identity.
+    /// its upload) with this very identity, or when this very identity was deleted or moved after
+    /// the file was seen.
     public func enqueue(
         _ files: [DiscoveredFile], now: Date, notBefore: Date? = nil, makeBoundary: @escaping @Sendable () -> String
     ) async throws -> [Job] {
@@ -44,6 +48,11 @@ extension JobStore {
                     let disposition = (row["disposition"] as String?).flatMap(Disposition.init(rawValue:))
                     let leftInPlace = disposition == .kept || disposition == .left
                     if leftInPlace && identity == file.identity { continue }
+                    // Seen (by a rescan) before this very version was delivered and deleted or moved:
+                    // it is not in the spool any more. Seen after, it was put back: queued again.
+                    if identity == file.identity, let observed = file.observedAt, let disposedAt = row["disposed_at"] as Double?,
+                       disposition == .deleted || disposition == .moved || disposition == .missing,
+                       disposedAt >= observed.timeIntervalSince1970 { continue }
                 }
                 var job = Job(
                     id: JobID.generate(milliseconds: UInt64(max(0, now.timeIntervalSince1970 * 1000))),

@@ -1,3 +1,4 @@
+import Foundation
 import FerrySystem
 
 /// A regular file, or a bundle directory, found in a spool and ready to be queued.
@@ -8,11 +9,26 @@ public struct SpoolFile: Sendable, Hashable {
     public var status: FileStatus
     /// What the bundle held when it was found; `nil` for a file.
     public var bundle: BundleListing?
+    /// When it was found (just after its `fstatat`): a file whose job was delivered and deleted
+    /// after this was seen before the delete, and is not queued again (a rescan racing an upload).
+    /// Not part of its equality.
+    public var observedAt: Date
 
-    public init(relativePath: [UInt8], status: FileStatus, bundle: BundleListing? = nil) {
+    public init(relativePath: [UInt8], status: FileStatus, bundle: BundleListing? = nil, observedAt: Date = Date()) {
         self.relativePath = relativePath
         self.status = status
         self.bundle = bundle
+        self.observedAt = observedAt
+    }
+
+    public static func == (left: SpoolFile, right: SpoolFile) -> Bool {
+        left.relativePath == right.relativePath && left.status == right.status && left.bundle == right.bundle
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(relativePath)
+        hasher.combine(status)
+        hasher.combine(bundle)
     }
 
     /// The path as text for messages; bytes that are not UTF-8 appear as `\xNN`.

@@ -224,6 +224,34 @@ struct JobStoreTests {
         #expect((again.first?.sequence ?? 0) > (job.sequence ?? 0))
     }
 
+    @Test("A file seen by a rescan before its job delivered and deleted it is not queued again; seen after (put back), it is", arguments: [
+        Disposition.deleted, .moved, .missing,
+    ])
+    func rescanRacingTheDelete(_ disposition: Disposition) async throws {
+        let queue = try TestQueue()
+        _ = try await queue.store.enqueue([file("a", inode: 7)], now: Date(), makeBoundary: boundary)
+        let claimed = try await queue.store.claimDue(now: Date(), limit: 1)
+        let seenBefore = Date()
+        let done = try await queue.store.finish(claimed[0], startedAt: Date(), now: Date(), bytesSent: 1, transition: .succeeded(status: 200, body: [], contentType: nil))
+        let disposedAt = seenBefore.addingTimeInterval(0.5)
+        try await queue.store.markDisposed(done, disposition: disposition, finalPath: nil, now: disposedAt)
+        var stale = file("a", inode: 7)
+        stale.observedAt = seenBefore
+        #expect(try await queue.store.enqueue([stale], now: Date(), makeBoundary: boundary).isEmpty, "the stat predates the delete")
+        var changed = file("a", inode: 7, mtime: 2_000)
+        changed.observedAt = seenBefore
+        #expect(try await queue.store.enqueue([changed], now: Date(), makeBoundary: boundary).count == 1, "another version is queued")
+        // Put back (moved in again from the failed directory, say) and seen after: queued.
+        let queue2 = try TestQueue()
+        _ = try await queue2.store.enqueue([file("b", inode: 8)], now: Date(), makeBoundary: boundary)
+        let claimed2 = try await queue2.store.claimDue(now: Date(), limit: 1)
+        let done2 = try await queue2.store.finish(claimed2[0], startedAt: Date(), now: Date(), bytesSent: 1, transition: .succeeded(status: 200, body: [], contentType: nil))
+        try await queue2.store.markDisposed(done2, disposition: disposition, finalPath: nil, now: disposedAt)
+        var back = file("b", inode: 8)
+        back.observedAt = disposedAt.addingTimeInterval(0.001)
+        #expect(try await queue2.store.enqueue([back], now: Date(), makeBoundary: boundary).count == 1)
+    }
+
     @Test("A kept file is not uploaded again unless it changes")
     func keptFile() async throws {
         let queue = try TestQueue()
