@@ -36,6 +36,8 @@ final class JobPipeline: Sendable {
     /// interrupted such uploads (``FerryDaemon``'s settling): the dead process's last bytes land first.
     let uploadsSettled: ContinuousClock.Instant?
     let logger: Logger
+    /// Spools whose server asked to wait; the scheduler holds them.
+    let serverWaits = ServerWaits()
 
     init(
         records: OutcomeRecorder, runtime: DaemonRuntime, activity: ActiveJobs, followUps: JobFollowUps, bodies: BodyBuilder,
@@ -122,6 +124,12 @@ final class JobPipeline: Sendable {
                 try await spool.sender.send(job, bundle: bundle, tracker: UploadTracker(activity: activity, job: job), logger: log)
             }
         }
+        // Before the slot goes to the next job: a server that asked to wait gets no other file meanwhile.
+        if let until = AttemptDecider.spoolWait(after: result.report, now: Date()), serverWaits.wait(spool: job.spool, until: until) {
+            var metadata: Logger.Metadata = ["until": "\(ISO8601DateFormatter().string(from: until))"]
+            if case .answered(let answer) = result.report { metadata["status"] = "\(answer.status)" }
+            log.notice("the server asked to wait; no upload of this spool starts before then", metadata: metadata)
+        }
         sent()
         try await conclude(job, spool: spool, result, startedAt: startedAt, log: log)
     }
@@ -136,9 +144,14 @@ final class JobPipeline: Sendable {
         bodies.remove(for: job)
         // 3. Decide.
         let now = Date()
+        var report = result.report
+        if case .answered(let answer) = report, let spool {
+            // A refusal is kept (show, the sidecar, hooks): without the secrets it may echo.
+            report = .answered(spool.answerRedaction.redacted(answer))
+        }
         let decision = AttemptDecider.decide(AttemptInput(
             job: job, policy: spool?.configuration.retry ?? RetryPolicy(), settle: spool?.configuration.settle ?? .zero,
-            report: result.report, bytesSent: result.bytesSent, requested: result.requested, progressed: result.progressed,
+            report: report, bytesSent: result.bytesSent, requested: result.requested, progressed: result.progressed,
             intervention: activity.intervention(for: job), answeredEarly: result.answeredEarly,
             trustsEarlyAnswers: spool?.configuration.trustsEarlyAnswers ?? false, startedAt: startedAt, now: now,
             spool: spool?.configuration, sentDigests: result.digests))

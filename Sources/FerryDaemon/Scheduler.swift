@@ -133,7 +133,14 @@ final class Scheduler: Sendable {
     /// Why `spool` may not start uploads now (paused, outside its upload window), as of the last
     /// turn; `nil` if it may, or if the daemon is shutting down (that has its own words).
     func heldReason(for spool: String) -> String? {
-        state.withLock { state in state.stopping ? nil : state.held["*"] ?? state.held[spool] }
+        let held = state.withLock { state in state.stopping ? "" : state.held["*"] ?? state.held[spool] }
+        if let held { return held.isEmpty ? nil : held }
+        // Asked since the last turn (the answer came just before this slot was given back).
+        return pipeline.serverWaits.until(spool: spool, at: Date()).map(Self.serverWaitReason)
+    }
+
+    static func serverWaitReason(_ until: Date) -> String {
+        "the server asked to wait until \(ISO8601DateFormatter().string(from: until)) (Retry-After)"
     }
 
     /// Stop starting uploads; ``run(shutdownTimeout:)`` then waits for those in flight.
@@ -163,9 +170,15 @@ final class Scheduler: Sendable {
         let inFlight = state.withLock { $0.inFlightBySpool }
         var next: Date?
         var reasons: [String: String] = paused.contains("*") ? ["*": "all spools are paused (ferryctl pause)"] : [:]
+        let serverWaits = pipeline.serverWaits.current(at: now)
         let spools = self.spools().map { spool -> UploadSlots.Spool in
             var held = paused.contains(spool.name)
             if held { reasons[spool.name] = "the spool is paused (ferryctl pause)" }
+            if let until = serverWaits[spool.name] {
+                if !held { reasons[spool.name] = Self.serverWaitReason(until) }
+                held = true
+                if next == nil || until < next! { next = until }
+            }
             if let window = spool.uploadWindow {
                 let (open, change) = window.state(at: now, calendar: calendar)
                 if !open && !held { reasons[spool.name] = "the spool's upload window is closed" }

@@ -22,6 +22,8 @@ public enum AttemptDecider {
     public static let retryAfterLimit = Duration.seconds(86_400)
     /// Local trouble is retried after a random time between half this and this (or `max_delay` if smaller).
     public static let localRetryCeiling = Duration.seconds(30)
+    /// Answers whose `Retry-After` is about the server, not the request: the whole spool waits.
+    public static let spoolWideStatuses: Set<Int> = [429, 503]
     /// A job whose spool left the configuration waits this long before it is looked at again.
     public static let missingSpoolWait: TimeInterval = 300
 
@@ -69,6 +71,15 @@ public enum AttemptDecider {
         }
     }
 
+    /// Until when the whole spool waits after `report`: a 429 or 503 whose `Retry-After` (or rate
+    /// limit reset) lies ahead, capped at ``retryAfterLimit``. The pipeline asks this as soon as the
+    /// answer is in, before the job's slot goes to the next one.
+    public static func spoolWait(after report: AttemptReport, now: Date) -> Date? {
+        guard case .answered(let answer) = report, spoolWideStatuses.contains(answer.status),
+              let asked = answer.retryAfter.flatMap({ RetryRules.parseRetryAfter($0, now: now) }), asked > .zero else { return nil }
+        return now.addingTimeInterval(min(asked, retryAfterLimit).timeInterval)
+    }
+
     /// ``decide(_:random:)`` with the system's random numbers.
     public static func decide(_ input: AttemptInput) -> AttemptDecision {
         var random = SystemRandomNumberGenerator()
@@ -108,8 +119,10 @@ public enum AttemptDecider {
                     "duration_ms": milliseconds(from: input.startedAt, to: input.now), "attempt": "\(input.job.attempts + 1)",
                 ]))
         case .retry(let notBefore):
-            return retryOrGiveUp(
+            var decision = retryOrGiveUp(
                 input, error: describe(answer) + (answer.hint.map { " (\($0))" } ?? ""), answer: answer, notBefore: notBefore, random: &random)
+            decision.spoolWaitsUntil = spoolWait(after: input.report, now: input.now)
+            return decision
         case .permanent:
             var metadata = ["status": "\(answer.status)"]
             if let during = answer.during { metadata["during"] = during }

@@ -56,14 +56,16 @@ public struct ServerAnswer: Sendable, Equatable {
         self.hint = hint
     }
 
-    /// An answer as a transport returns it: `Content-Type` and `Retry-After` are taken from `headers`.
+    /// An answer as a transport returns it: `Content-Type` and `Retry-After` are taken from `headers`
+    /// (for a 429 without `Retry-After`, the rate limit's reset time: ``RateLimitReset``).
     public init(
         status: Int, headers: [(name: String, value: String)], body: [UInt8], during: String? = nil, hint: String? = nil,
         verdict: AttemptVerdict? = nil
     ) {
         self.init(
             status: status, body: body, contentType: HTTPHeaders.value("Content-Type", in: headers),
-            retryAfter: HTTPHeaders.value("Retry-After", in: headers), during: during, hint: hint, verdict: verdict,
+            retryAfter: HTTPHeaders.value("Retry-After", in: headers) ?? (status == 429 ? RateLimitReset.retryAfter(in: headers) : nil),
+            during: during, hint: hint, verdict: verdict,
             headers: headers.map { ResponseHeader(name: $0.name, value: $0.value) })
     }
 

@@ -278,6 +278,27 @@ struct AttemptDeciderTests {
         #expect(done.log.metadata["duration_ms"] == "2000")
     }
 
+    @Test("a 429 or 503 with Retry-After holds the whole spool until then; other answers, and none, do not", arguments: [
+        (answer(429, retryAfter: "120"), 120.0 as Double?),
+        (answer(503, retryAfter: httpDate(decisionNow.addingTimeInterval(600))), 600),
+        (answer(503, retryAfter: "999999"), 86_400),
+        (answer(429, retryAfter: "0"), nil),
+        (answer(429), nil),
+        (answer(502, retryAfter: "120"), nil),
+        (answer(500, retryAfter: "120"), nil),
+        (answer(413, retryAfter: "120"), nil),
+        (answer(201, retryAfter: "120"), nil),
+        (.noAnswer("connection refused"), nil),
+    ])
+    func spoolWait(report: AttemptReport, seconds: Double?) {
+        let job = Job(id: JobID(rawValue: "01JTESTJOB0000000000000003"), spool: "media", relativePath: [0x61], identity: queuedIdentity,
+                      boundary: "b", now: decisionNow)
+        let policy = RetryPolicy(initialDelay: .seconds(1), maxDelay: .seconds(300), maxAttempts: 0, maxAge: .seconds(5 * 86_400))
+        let decision = AttemptDecider.decide(AttemptInput(job: job, policy: policy, settle: .seconds(2), report: report,
+                                                          requested: true, startedAt: decisionNow, now: decisionNow))
+        #expect(decision.spoolWaitsUntil.map { $0.timeIntervalSince(decisionNow) } == seconds)
+    }
+
     @Test("the table covers every kind of report")
     func coverage() {
         #expect(decisionTable.count >= 40)
