@@ -16,6 +16,8 @@
 #   scripts/build-deb.sh [--no-build]
 #
 # --no-build packages .build/release as it is (it must be a --static-swift-stdlib build).
+# FERRY_SCRATCH=DIR builds in DIR instead of .build (swift build --scratch-path), so that the
+# package can be built while another build or test run holds .build (CI does, in the background).
 # Needs dpkg-dev and binutils: scripts/install-deps.sh --deb installs them. Prints the path of the
 # package on its last line.
 set -euo pipefail
@@ -50,8 +52,10 @@ if compgen -G "$root/LICEN[CS]E*" >/dev/null && grep -q 'no-license-granted' "$p
     fail "the repository has a license file now: put its license in packaging/debian/copyright's 'Files: *' paragraph"
 fi
 
-release=$root/.build/release
+scratch=${FERRY_SCRATCH:-$root/.build}
+release=$scratch/release
 swift_flags=(-c release --static-swift-stdlib --disable-local-rpath -Xlinker -z -Xlinker now)
+[[ -z ${FERRY_SCRATCH:-} ]] || swift_flags+=(--scratch-path "$scratch")
 if $build; then
     swift build "${swift_flags[@]}" --product ferryd
     swift build "${swift_flags[@]}" --product ferryctl
@@ -82,7 +86,7 @@ linked_checkouts() {
         fi
         source=${source#\'}   # a path with a space is quoted
         case $source in
-            "$root"/.build/checkouts/*) source=${source#"$root"/.build/checkouts/}; echo "${source%%/*}" ;;
+            "$scratch"/checkouts/*) source=${source#"$scratch"/checkouts/}; echo "${source%%/*}" ;;
             "$root"/Sources/*) ;;
             *) echo "build-deb: cannot tell which package the linked module ${module_dir##*/} comes from (${source:-no sources})" >&2; return 1 ;;
         esac
