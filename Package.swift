@@ -314,7 +314,7 @@ let package = Package(
         ),
         .testTarget(
             name: "FerryDaemonTests",
-            dependencies: ["CFerrySystem", "FerryDaemon", "FerryQueue", "FerryS3", "FerryTestSupport", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["CFerrySystem", "FerryConfig", "FerryDaemon", "FerryQueue", "FerryS3", "FerryTestSupport", .product(name: "Logging", package: "swift-log")]
         ),
         .testTarget(
             name: "FerryIntegrationTests",

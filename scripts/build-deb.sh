@@ -13,9 +13,10 @@
 #   - Depends from dpkg-shlibdeps (the shared libraries the binaries really load), md5sums,
 #     Installed-Size; files owned by root (dpkg-deb --root-owner-group).
 #
-#   scripts/build-deb.sh [--no-build]
+#   scripts/build-deb.sh [--no-build | --build-only]
 #
-# --no-build packages .build/release as it is (it must be a --static-swift-stdlib build).
+# --no-build packages .build/release as it is (it must be a --static-swift-stdlib build);
+# --build-only builds it and stops.
 # FERRY_SCRATCH=DIR builds in DIR instead of .build (swift build --scratch-path), so that the
 # package can be built while another build or test run holds .build (CI does, in the background).
 # Needs dpkg-dev and binutils: scripts/install-deps.sh --deb installs them. Prints the path of the
@@ -25,9 +26,11 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
 build=true
+build_only=false
 for argument in "$@"; do
     case $argument in
         --no-build) build=false ;;
+        --build-only) build_only=true ;;
         -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
         *) echo "build-deb: unknown argument $argument (see --help)" >&2; exit 64 ;;
     esac
@@ -60,6 +63,7 @@ if $build; then
     swift build "${swift_flags[@]}" --product ferryd
     swift build "${swift_flags[@]}" --product ferryctl
 fi
+$build_only && exit 0
 for binary in ferryd ferryctl; do
     [[ -x $release/$binary ]] || fail "$release/$binary is missing; drop --no-build"
     # With the runtime linked in, no Swift library may be left among the shared ones, and no run
@@ -118,7 +122,8 @@ for binary in ferryd ferryctl; do
 done
 "$work/bin/ferryd" --version >/dev/null || fail "the stripped ferryd does not run"
 
-scripts/generate-docs.sh "$work/docs" "$work/bin" >/dev/null
+# The pages come from a debug build in .build (usually there already), whatever FERRY_SCRATCH says.
+env -u FERRY_SCRATCH scripts/generate-docs.sh "$work/docs" "$work/bin" >/dev/null
 scripts/install.sh DESTDIR="$stage" PREFIX=/usr BIN_DIR="$work/bin" DOCS_DIR="$work/docs" >"$work/install.log" \
     || { cat "$work/install.log" >&2; fail "scripts/install.sh failed"; }
 

@@ -11,7 +11,8 @@ public enum BandwidthLimit: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// Units by their lowercase spelling: bytes per unit. `k`, `m`, `g` alone are rclone's binary
-    /// KiB, MiB, GiB; `kB`, `MB`, `GB` decimal; `kbit`, `Mbit`, `Gbit` (and `kbps`, `Mbps`) decimal bits.
+    /// KiB, MiB, GiB; `kB`, `MB`, `GB` decimal; `kbit`, `Mbit`, `Gbit` (and `kbps`, `Mbps`) decimal
+    /// bits. `kb`, `Mb`, `Gb` (a lowercase b) are refused as ambiguous.
     static let units: [String: Double] = [
         "b": 1, "k": 1024, "m": 1_048_576, "g": 1_073_741_824,
         "kib": 1024, "mib": 1_048_576, "gib": 1_073_741_824,
@@ -27,7 +28,14 @@ public enum BandwidthLimit: Sendable, Hashable, CustomStringConvertible {
         if trimmed.lowercased() == "off" { return .off }
         let digits = trimmed.prefix { $0.isASCII && ($0.isNumber || $0 == ".") }
         guard !digits.isEmpty, let number = Double(digits), number.isFinite, number > 0 else { return nil }
-        var unit = trimmed.dropFirst(digits.count).trimmingCharacters(in: .whitespaces).lowercased()
+        let written = trimmed.dropFirst(digits.count).trimmingCharacters(in: .whitespaces)
+        // "10Mb/s" is megabits to a network engineer and megabytes to others: neither is guessed
+        // (MB, MiB or Mbit say which).
+        if let first = written.first, "kKmMgG".contains(first), written.dropFirst().hasPrefix("b"), !written.dropFirst().hasPrefix("bit"),
+           !written.dropFirst().hasPrefix("bps") {
+            return nil
+        }
+        var unit = written.lowercased()
         if unit.hasSuffix("/s") { unit.removeLast(2) }
         guard !unit.isEmpty, let multiplier = units[unit] else { return nil }
         let bytes = (number * multiplier).rounded()

@@ -101,9 +101,11 @@ final class BandwidthPolicy: Sendable {
                 apply(spool.name, spool.bandwidthLimit, spool.bandwidthSchedule, to: bucket)
             }
             applied.withLock { $0 = appliedNow }
-            // Sleeps until the next change (real time runs as fast as the offset clock), or a ring.
-            let deadline = next.map { ContinuousClock.now + .milliseconds(Int64(max(0, $0.timeIntervalSince(now)) * 1000) + 1) }
-            await doorbell.wait(until: deadline)
+            // Sleeps until the next change (real time runs as fast as the offset clock), or a ring;
+            // with a schedule, a minute at most, so that a wall clock stepped meanwhile (NTP at
+            // boot) is seen soon. Without one, nothing depends on the time.
+            let change = next.map { ContinuousClock.now + .milliseconds(Int64(min(60, max(0, $0.timeIntervalSince(now))) * 1000) + 1) }
+            await doorbell.wait(until: change)
         }
     }
 }

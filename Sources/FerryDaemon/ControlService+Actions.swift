@@ -52,6 +52,8 @@ extension ControlService {
                     // The state now, not when the job was looked up: an action just finished may have changed it.
                     let current = try await store.job(sequence: job.sequence ?? -1) ?? job
                     let state = try await perform(command, on: current, reason: reason)
+                    // A retry means now, even if the job's server asked the spool to wait.
+                    if command == .retry { scheduler.pipeline.serverWaits.forget(spool: job.spool) }
                     results.append(ActionOutcome(id: job.id.rawValue, ok: true, state: JobStateName(rawValue: state.rawValue)))
                 } catch let error as ControlError {
                     results.append(ActionOutcome(id: job.id.rawValue, ok: false, state: JobStateName(rawValue: job.state.rawValue), error: error))
@@ -182,6 +184,10 @@ extension ControlService {
     private func retryFinished(_ job: Job, reason: String) async throws -> JobState {
         guard let spool = runtime.spool(named: job.spool) else {
             throw ControlError(.conflict, "spool \"\(job.spool)\" is no longer configured")
+        }
+        // Its pipeline may still be moving the file aside after recording the failure.
+        guard !activity.contains(job) else {
+            throw ControlError(.conflict, "job \(job.id) has just failed and its file is being moved aside; try again in a moment")
         }
         // Not while its file is being moved aside (the chores finishing a pending disposition).
         let dispositions = followUps.disposer.inProgress

@@ -341,6 +341,8 @@ final class ControlService: Sendable {
             try await store.setPaused("*", paused, now: now)
         }
         let current = try await store.pausedSpools()
+        // Resumed: try now, even if the server asked to wait.
+        if !paused { scheduler.pipeline.serverWaits.forget(spool: arguments.spool) }
         scheduler.paused = current
         logger.notice(paused ? "paused" : "resumed", metadata: ["spool": "\(arguments.spool ?? "*")"])
         return PauseState(paused: current.contains("*") ? names : names.filter(current.contains))

@@ -225,6 +225,9 @@ public final class FerryDaemon: Service, Sendable {
         startWatcher: @Sendable (SpoolWatcher) -> Void, reason: String
     ) async throws -> ReloadResult {
         let old = runtime.configuration
+        // A time zone changed since (timedatectl set-timezone on a vessel crossing zones) applies to
+        // upload windows and bandwidth schedules from now on.
+        NSTimeZone.resetSystemTimeZone()
         // What the file says, and what of it is put in place now: the settings read only at start-up
         // keep their running values (a spool's exclusions use the state directory in use).
         let file: FerryConfiguration
@@ -275,6 +278,8 @@ public final class FerryDaemon: Service, Sendable {
             runtime.setWatcher(watcher, for: spool.name)
             startWatcher(watcher)
         }
+        // A spool's server may have changed: what the old one asked does not hold it any more.
+        for spool in new.spools where old.spool(named: spool.name)?.url != spool.url { scheduler.pipeline.serverWaits.forget(spool: spool.name) }
         scheduler.wake()
         logger.notice("configuration reloaded", metadata: [
             "reason": "\(reason)", "applied": "\(applied.isEmpty ? "nothing changed" : applied.joined(separator: "; "))",

@@ -18,6 +18,14 @@ final class ServerWaits: Sendable {
         }
     }
 
+    /// Forgets `spool`'s wait (`nil`: every spool's): an operator's `retry` or `resume` asks to try
+    /// now, and a reload may point the spool at another server.
+    func forget(spool: String?) {
+        until.withLock { waits in
+            if let spool { waits[spool] = nil } else { waits.removeAll() }
+        }
+    }
+
     /// Until when `spool` waits, if it still does at `now`.
     func until(spool: String, at now: Date) -> Date? {
         until.withLock { waits in waits[spool].flatMap { $0 > now ? $0 : nil } }

@@ -5,18 +5,25 @@ import Foundation
 /// The secret values a spool sends, which a server's refusal must not carry into the job's record,
 /// the failed file's sidecar or a hook (``AnswerRedaction``): the value of every header that holds
 /// a secret or is named like a credential (and its credentials without the scheme, as in
-/// `Bearer …`), form fields that hold a secret, the URL's password and query values (a
-/// pre-signed URL's signature and token), and an `s3` spool's secret key and session token.
+/// `Bearer …`), form fields that hold a secret, the URL's password and the values of its query
+/// parameters named like credentials (a pre-signed URL's signature and token), and an `s3`
+/// spool's secret key and session token.
 enum SpoolSecrets {
-    /// Words in a header's name that make its value a credential, whether or not it came from a secret.
-    static let credentialWords = ["authorization", "cookie", "token", "key", "secret", "password", "signature", "session", "auth"]
+    /// Words in a header's or query parameter's name that make its value a credential, whether or
+    /// not it came from a secret (`X-Api-Key`, `X-Amz-Signature`, `access_token`, `sig`).
+    static let credentialWords = ["auth", "cookie", "token", "key", "secret", "pass", "sig", "session", "credential"]
+
+    static func isCredentialName(_ name: String) -> Bool {
+        let name = name.lowercased()
+        return credentialWords.contains(where: name.contains)
+    }
 
     static func values(of configuration: SpoolConfiguration, endpoint: Endpoint) -> [String] {
         var values: [String] = []
         let secretHeaders = Set(configuration.headers.filter(\.value.containsSecret).map { $0.name.lowercased() })
         for header in endpoint.headers {
             let name = header.name.lowercased()
-            guard secretHeaders.contains(name) || credentialWords.contains(where: name.contains) else { continue }
+            guard secretHeaders.contains(name) || isCredentialName(name) else { continue }
             values.append(header.value)
             if let space = header.value.firstIndex(of: " ") {
                 values.append(String(header.value[header.value.index(after: space)...]).trimmingCharacters(in: .whitespaces))
@@ -25,10 +32,8 @@ enum SpoolSecrets {
         values += configuration.fields.filter(\.value.containsSecret).map(\.value.text)
         if let components = URLComponents(string: configuration.url.text) {
             if let password = components.password, !password.isEmpty { values.append(password) }
-            for item in components.queryItems ?? [] {
-                if let value = item.value { values.append(value) }
-            }
-            for item in components.percentEncodedQueryItems ?? [] {
+            // Only credentials: other parameters (a chunk size, a date) appear in answers innocently.
+            for item in (components.queryItems ?? []) + (components.percentEncodedQueryItems ?? []) where isCredentialName(item.name) {
                 if let value = item.value { values.append(value) }
             }
         }

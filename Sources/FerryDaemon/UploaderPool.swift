@@ -18,6 +18,10 @@ final class UploaderPool: Sendable {
     private let uploaders = Mutex<[TransportSettings: Uploader]>([:])
     /// The daemon's `bandwidth_limit`, shared by every upload (kept across reloads).
     let global = BandwidthBucket(rate: nil)
+    /// Each spool's own bucket, by name, kept across reloads: uploads in flight during a reload
+    /// draw from the bucket the new configuration's schedule and `ferryctl limit` set (a new one
+    /// per reload let them run unlimited, and the spool at twice its limit).
+    private let spoolBuckets = Mutex<[String: BandwidthBucket]>([:])
 
     /// The spools' run-time parts, creating the uploaders they need.
     func runtimes(for configuration: FerryConfiguration, parts: SenderParts) throws(DaemonError) -> [String: SpoolRuntime] {
@@ -36,7 +40,16 @@ final class UploaderPool: Sendable {
             } catch {
                 throw .other("spool \(spool.name): cannot set up TLS: \(error)")
             }
-            let bucket = BandwidthBucket(rate: BandwidthPolicy.limit(spool.bandwidthLimit, spool.bandwidthSchedule, at: BandwidthPolicy.now()).rate)
+            let rate = BandwidthPolicy.limit(spool.bandwidthLimit, spool.bandwidthSchedule, at: BandwidthPolicy.now()).rate
+            let bucket = spoolBuckets.withLock { buckets in
+                if let kept = buckets[spool.name] {
+                    kept.setRate(rate)
+                    return kept
+                }
+                let created = BandwidthBucket(rate: rate)
+                buckets[spool.name] = created
+                return created
+            }
             let throttle = Throttle(buckets: [bucket, global])
             spools[spool.name] = SpoolRuntime(configuration: spool, uploader: uploader.limited(by: throttle), bandwidth: bucket, parts: parts)
         }

@@ -27,7 +27,8 @@ public struct AnswerRedaction: Sendable, Equatable {
     ///   keys and tokens, a URL's password and query values).
     public init(secrets: [String]) {
         var forms = Set<[UInt8]>()
-        for secret in secrets where secret.utf8.count >= Self.shortest {
+        // A number is no credential, and replacing it would garble answers (a size, a count).
+        for secret in secrets where secret.utf8.count >= Self.shortest && !secret.allSatisfy({ $0.isASCII && $0.isNumber }) {
             forms.insert(Array(secret.utf8))
             forms.insert(Array(Self.percentEncoded(secret).utf8))
         }

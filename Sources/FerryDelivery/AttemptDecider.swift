@@ -72,8 +72,9 @@ public enum AttemptDecider {
     }
 
     /// Until when the whole spool waits after `report`: a 429 or 503 whose `Retry-After` (or rate
-    /// limit reset) lies ahead, capped at ``retryAfterLimit``. The pipeline asks this as soon as the
-    /// answer is in, before the job's slot goes to the next one.
+    /// limit reset) lies ahead, capped at ``retryAfterLimit``; until then no job of the spool
+    /// starts, rather than each being sent whole into the same refusal. The pipeline asks this as
+    /// soon as the answer is in, before the job's slot goes to the next one.
     public static func spoolWait(after report: AttemptReport, now: Date) -> Date? {
         guard case .answered(let answer) = report, spoolWideStatuses.contains(answer.status),
               let asked = answer.retryAfter.flatMap({ RetryRules.parseRetryAfter($0, now: now) }), asked > .zero else { return nil }
@@ -119,10 +120,8 @@ public enum AttemptDecider {
                     "duration_ms": milliseconds(from: input.startedAt, to: input.now), "attempt": "\(input.job.attempts + 1)",
                 ]))
         case .retry(let notBefore):
-            var decision = retryOrGiveUp(
+            return retryOrGiveUp(
                 input, error: describe(answer) + (answer.hint.map { " (\($0))" } ?? ""), answer: answer, notBefore: notBefore, random: &random)
-            decision.spoolWaitsUntil = spoolWait(after: input.report, now: input.now)
-            return decision
         case .permanent:
             var metadata = ["status": "\(answer.status)"]
             if let during = answer.during { metadata["during"] = during }

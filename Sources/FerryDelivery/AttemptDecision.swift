@@ -43,10 +43,6 @@ public struct AttemptDecision: Sendable, Equatable {
     public var log: LogEntry
     /// What runs after this outcome, queued with its record (the spool's hooks, the result file).
     public var hooks: [HookRun.Kind] = []
-    /// The server as a whole asked to wait (429 Too Many Requests or 503 Service Unavailable with
-    /// `Retry-After`): until then no job of the spool starts, rather than each one being sent whole
-    /// into the same refusal.
-    public var spoolWaitsUntil: Date?
 
     public init(record: Record, resetsRetryCount: Bool = false, followUps: [FollowUp], counted: AttemptOutcome?, log: LogEntry) {
         self.record = record

@@ -71,6 +71,16 @@ public struct AttemptInput: Sendable {
         if spool.resultDirectory != nil { afterOutcome.insert(.result) }
     }
 
-    /// When the job runs out of `max_age`.
-    var deadline: Date { job.ageStart.addingTimeInterval(policy.maxAge.timeInterval) }
+    /// When the job runs out of `max_age`. A job queued while this machine's clock said a time
+    /// before ``earliestPlausibleTime`` (a box without a real-time clock boots at 1970 and collects
+    /// files until NTP steps the clock) has no age that can be trusted: its `max_age` counts from
+    /// now, rather than failing every such file on its first retryable answer.
+    var deadline: Date {
+        let start = job.ageStart < Self.earliestPlausibleTime && now >= Self.earliestPlausibleTime ? now : job.ageStart
+        return start.addingTimeInterval(policy.maxAge.timeInterval)
+    }
+
+    /// No job was queued before this (2026-01-01T00:00:00Z, before this code was written): a time
+    /// earlier is a clock that had not been set.
+    static let earliestPlausibleTime = Date(timeIntervalSince1970: 1_767_225_600)
 }

@@ -23,6 +23,10 @@ public enum RateLimitReset {
         let text = value.trimmingCharacters(in: .whitespaces)
         if !text.isEmpty, text.allSatisfy({ $0.isASCII && $0.isNumber }) {
             guard let number = Int64(text) else { return nil }
+            if number >= unixTimeFloor * 1000 {
+                // Milliseconds since 1970 (some APIs).
+                return httpDate(Date(timeIntervalSince1970: TimeInterval(number) / 1000))
+            }
             return number >= unixTimeFloor ? httpDate(Date(timeIntervalSince1970: TimeInterval(number))) : text
         }
         let iso = ISO8601DateFormatter()

@@ -35,6 +35,10 @@ public struct BundleListing: Sendable, Hashable {
 
     /// The most entries read from one bundle: a directory with more is refused without reading it all.
     public let readLimit: Int
+    /// Whether ferryd may remove entries from the directory and move it (write and search
+    /// permission for its effective user). A producer's `mkdir` under umask 022 makes a directory
+    /// ferryd can upload but never delete or move afterwards.
+    public var writable = true
 
     /// The file parts: regular files other than the bundle's field sidecar, in name order.
     public var files: [Entry] {
@@ -78,7 +82,9 @@ public struct BundleListing: Sendable, Hashable {
             }
             entries.append(Entry(name: name, status: status))
         }
-        return BundleListing(directory: own, entries: entries, truncated: truncated, readLimit: readLimit)
+        var listing = BundleListing(directory: own, entries: entries, truncated: truncated, readLimit: readLimit)
+        listing.writable = faccessat(directory.descriptor, ".", W_OK | X_OK, AT_EACCESS) == 0
+        return listing
     }
 
     /// Reads the bundle `name` in `parent`, without following a symlink.

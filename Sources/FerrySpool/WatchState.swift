@@ -125,7 +125,7 @@ struct WatchState {
             case .directory where settings.bundles:
                 guard SpoolNameFilter.isCandidate(name), !excluded.contains(path),
                       !excludedNow.contains(status.version.inodeIdentity),
-                      let bundle = try? BundleListing.read(name, in: directory) else { continue }
+                      let bundle = try? BundleListing.read(name, in: directory), usable(bundle, at: path) else { continue }
                 if let ready = consider(path, bundle.status, now: now) {
                     batch.append(SpoolFile(relativePath: path, status: ready.status, bundle: bundle))
                     if batch.count >= SpoolWatcher.batchSize {
@@ -195,6 +195,19 @@ struct WatchState {
         return age >= settleNanoseconds
     }
 
+    /// Whether a bundle may be queued: ferryd must be able to delete or move it once it is sent.
+    /// One it cannot (a producer's `mkdir` under umask 022 in the shared spool) stays where it is,
+    /// unsent, with a warning, rather than being sent and then stuck hidden under its claim name.
+    private mutating func usable(_ bundle: BundleListing, at path: [UInt8]) -> Bool {
+        if bundle.writable { return true }
+        if !warned.contains(path) {
+            if warned.count < 10_000 { warned.insert(path) }
+            logger.error("not sending a bundle ferryd could not delete or move afterwards: the directory is not writable by ferryd; have the producer make it group-writable (umask 002, or chmod g+w)",
+                         metadata: ["bundle": "\(displayName(path))", "mode": "\(String(bundle.directory.mode & 0o7777, radix: 8))"])
+        }
+        return false
+    }
+
     private mutating func warnSkipped(_ path: [UInt8], _ kind: FileStatus.Kind) {
         guard !warned.contains(path) else { return }
         if warned.count < 10_000 { warned.insert(path) }
@@ -237,6 +250,7 @@ struct WatchState {
                 if event.has(CFERRY_IN_MOVED_TO) {
                     // Renamed in: built elsewhere, complete (the producer contract for bundles).
                     pending[path] = nil
+                    guard usable(bundle, at: path) else { continue }
                     batch.append(SpoolFile(relativePath: path, status: bundle.status, bundle: bundle))
                 } else if pending[path] == nil {
                     pending[path] = PendingFile(status: bundle.status, observedAt: now)
@@ -338,6 +352,7 @@ struct WatchState {
                 pending[path] = PendingFile(status: status, observedAt: now)
             } else if now - known.observedAt >= settings.settle || isSettledByAge(status) {
                 pending[path] = nil
+                if let bundle, !usable(bundle, at: path) { continue }
                 batch.append(SpoolFile(relativePath: path, status: status, bundle: bundle))
             }
         }

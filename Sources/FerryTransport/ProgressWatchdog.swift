@@ -40,6 +40,14 @@ final class ProgressWatchdog: Sendable {
     /// Something moved: a body chunk was taken or a response byte arrived.
     func progressed() { last.withLock { $0 = .now } }
 
+    /// The request waits `duration` for bandwidth (its own choice, not a stall): the watchdog
+    /// counts from the end of that wait. Without this, a wait longer than the timeout under a low
+    /// `bandwidth_limit` aborted the attempt, and every retry waited longer still.
+    func willWait(_ duration: Duration) {
+        let end = ContinuousClock.now + duration
+        last.withLock { $0 = max($0, end) }
+    }
+
     /// The answer's status line arrived: the rest of it is due within `timeout`.
     func answerStarted() {
         answerDue.withLock { due in
@@ -57,8 +65,13 @@ final class ProgressWatchdog: Sendable {
     /// Whether nothing has moved for ``sourceCheckAfter`` and the file being sent changed under
     /// the request, which can then never end by itself (asked by the patrol, at most twice a second).
     func stuckOnChangedSource(at now: ContinuousClock.Instant) -> Bool {
-        guard let sourceChanged, now - last.withLock({ $0 }) >= Self.sourceCheckAfter else { return false }
+        guard let sourceChanged, mayAskSource(at: now) else { return false }
         return sourceChanged()
+    }
+
+    /// Whether ``stuckOnChangedSource(at:)`` would ask the file system (nothing moved for a second).
+    func mayAskSource(at now: ContinuousClock.Instant) -> Bool {
+        sourceChanged != nil && now - last.withLock({ $0 }) >= Self.sourceCheckAfter
     }
 
     /// Marks the watchdog fired (by its patrol, once its deadline passed).

@@ -96,6 +96,7 @@ extension Uploader {
                 let upTo = min(offset + sizer.withLock { $0.length }, end)
                 if let wait = throttle?.take(upTo - offset), wait > .zero {
                     // The region waits for its tokens on the loop; a wait is no stall.
+                    watchdog.willWait(wait)
                     return loop.scheduleTask(in: .nanoseconds(Int64(wait / .nanoseconds(1)))) { watchdog.progressed() }
                         .futureResult.flatMap { send(from: offset, upTo: upTo) }
                 }

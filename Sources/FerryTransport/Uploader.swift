@@ -90,6 +90,7 @@ public final class Uploader: Sendable {
         guard let throttle else { return }
         let wait = throttle.take(bytes)
         guard wait > .zero else { return }
+        watchdog.willWait(wait)
         try? await EventLoopSleep.sleep(for: wait)
         watchdog.progressed()
     }

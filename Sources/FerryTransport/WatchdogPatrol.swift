@@ -53,12 +53,15 @@ final class WatchdogPatrol: Sendable {
     private func patrol() async {
         while true {
             let now = ContinuousClock.now
+            // Whether a source changed is a stat(2), which may block (NFS): asked outside the lock.
+            let idle = state.withLock { state in state.watched.filter { $0.value.watchdog.mayAskSource(at: now) } }
+            let stuck = Set(idle.filter { $0.value.watchdog.stuckOnChangedSource(at: now) }.keys)
             let (due, wake) = state.withLock { state -> ([Watch], ContinuousClock.Instant?) in
                 var due: [Watch] = []
                 var wake = now + interval
                 for (id, watch) in state.watched {
                     let deadline = watch.watchdog.deadline
-                    if now >= deadline || watch.watchdog.stuckOnChangedSource(at: now) {
+                    if now >= deadline || stuck.contains(id) {
                         due.append(watch)
                         state.watched[id] = nil
                     } else {

@@ -110,6 +110,9 @@ func loadConfiguration(_ path: String) throws -> FerryConfiguration {
 /// With `journal`, records go to journald natively when stderr is the journal; otherwise (and
 /// always for `ferryd demo`) they are logfmt lines on stderr.
 func runDaemon(_ configuration: FerryConfiguration, journal: Bool = false, onReady: @escaping @Sendable () -> Void = {}) async throws {
+    // A SIGHUP before the reload handler is in place (during recovery) would end the process, which
+    // systemd counts as a clean exit and does not restart: ignored until then.
+    signal(SIGHUP, SIG_IGN)
     // Transfer buffers go back to the kernel when freed, so memory does not grow with file size.
     cferry_tune_malloc()
     // A bundle holds its files open while its body is built (up to max_bundle_files each).

@@ -67,8 +67,8 @@ struct AnswerRedactionTests {
 
     @Test("An element cut off by the 64 KiB limit loses the rest; secrets shorter than 6 bytes are not looked for; binary bodies keep their other bytes")
     func edges() {
-        let redaction = AnswerRedaction(secrets: ["abc", "s3cr3t-t0ken-42"])
-        #expect(redaction.secrets.count == 1)
+        let redaction = AnswerRedaction(secrets: ["abc", "s3cr3t-t0ken-42", "1048576"])
+        #expect(redaction.secrets.count == 1, "too short, and a number, are not looked for")
         let cut = Array("<Error><CanonicalRequest>PUT /a\nx-amz-security-token:zzz".utf8)
         #expect(String(decoding: redaction.redacted(cut), as: UTF8.self) == "<Error><CanonicalRequest>***")
         let binary: [UInt8] = [0xFF, 0x00] + Array("s3cr3t-t0ken-42".utf8) + [0xFE]

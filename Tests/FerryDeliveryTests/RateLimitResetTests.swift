@@ -12,6 +12,7 @@ struct RateLimitResetTests {
         ("X-RateLimit-Reset", "2027-01-15T08:10:00.000Z", 600.0 as Double?),   // Mastodon: ISO 8601 with milliseconds
         ("X-RateLimit-Reset", "2027-01-15T08:10:00Z", 600),
         ("x-ratelimit-reset", "1800000090", 90),                               // Unix seconds
+        ("X-RateLimit-Reset", "1800000090000", 90),                            // Unix milliseconds
         ("RateLimit-Reset", "45", 45),                                        // seconds from now
         ("X-RateLimit-Reset", "soon", nil),
         ("X-RateLimit-Reset", "", nil),

@@ -14,6 +14,18 @@ func errorReport(_ path: String) throws -> [String: Any] {
     return try #require(try JSONSerialization.jsonObject(with: bytes) as? [String: Any], "\(path) is not a JSON object")
 }
 
+/// Runs `executable` with `arguments`, output discarded; returns its exit status.
+func runProcess(_ executable: String, _ arguments: [String]) throws -> Int32 {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: executable)
+    process.arguments = arguments
+    process.standardOutput = FileHandle.nullDevice
+    process.standardError = FileHandle.nullDevice
+    try process.run()
+    process.waitUntilExit()
+    return process.terminationStatus
+}
+
 /// Whether `filename` as a parser handed it back is `name`: python-multipart returns the parameter
 /// as sent (a double quote as `%22`, the browsers' escaping); Werkzeug and Ferry's receiver reverse it.
 func isSentName(_ filename: String?, of name: String) -> Bool {
@@ -43,6 +55,32 @@ struct BundleTests {
     static let trickySpool = TestSpool(
         options: ["bundles = true", "bundle_file_field = \"files[]\""],
         fields: ["source = \"scanner 7\"", "job = \"{id}\"", "note = \"spool ☃\""])
+
+    /// A producer's `mkdir` under umask 022 in the shared (setgid, group-writable) spool makes a
+    /// directory ferryd may upload but never delete or move: it is not sent at all. Root can write
+    /// anywhere, so the test makes the directory immutable (`chattr +i`), which root cannot write either.
+    @Test("A bundle directory ferryd could not delete or move afterwards is not sent, and the log says why; once writable it is")
+    func unwritableBundle() async throws {
+        let spool = TestSpool(options: ["bundles = true", "settle = \"200ms\""])
+        try await withDaemonHarness(spools: [spool], topLevel: ["rescan_interval = \"1s\""]) { harness in
+            try await harness.start()
+            let bundle = harness.spoolPath() + "/doc-0042"
+            try FileManager.default.createDirectory(atPath: bundle, withIntermediateDirectories: false)
+            try Data(pseudoRandomBytes(3000, seed: 2120)).write(to: URL(fileURLWithPath: bundle + "/page-1.tif"))
+            let immutable = try runProcess("/usr/bin/chattr", ["+i", bundle])
+            try #require(immutable == 0, "chattr +i (ext4, root) is needed for this test")
+            defer { _ = try? runProcess("/usr/bin/chattr", ["-i", bundle]) }
+            try await waitUntil("the refusal in the log\n\(harness.daemon?.log ?? "")") {
+                harness.daemon?.log.contains("not sending a bundle ferryd could not delete or move afterwards") == true
+            }
+            #expect(try await jobs(harness).isEmpty, "not queued")
+            #expect(harness.receiver.requests.isEmpty)
+            _ = try runProcess("/usr/bin/chattr", ["-i", bundle])
+            _ = try await waitForState(harness, .done)
+            try await waitUntil("the bundle to be deleted") { !fileExists(bundle) }
+            #expect(harness.receiver.requests.count == 1)
+        }
+    }
 
     @Test("A bundle of three tricky names arrives as ONE request with three parts in byte order of names, byte-exact, with the spool's and the bundle's fields; then it is deleted",
           arguments: [PythonReceiver.Parser.werkzeug, .pythonMultipart])

@@ -58,13 +58,13 @@ struct BandwidthBucketTests {
     @Test("rates as written", arguments: [
         ("4MiB/s", BandwidthLimit.bytesPerSecond(4 << 20)), ("500kB/s", .bytesPerSecond(500_000)), ("500 KiB/s", .bytesPerSecond(512_000)),
         ("10Mbit/s", .bytesPerSecond(1_250_000)), ("1.5M", .bytesPerSecond(1_572_864)), ("2G", .bytesPerSecond(2 << 30)),
-        ("100 MB/s", .bytesPerSecond(100_000_000)), ("off", .off), ("OFF", .off), ("8 Mbps", .bytesPerSecond(1_000_000)),
+        ("100 MB/s", .bytesPerSecond(100_000_000)), ("off", .off), ("OFF", .off), ("8 Mbps", .bytesPerSecond(1_000_000)), ("8 mbps", .bytesPerSecond(1_000_000)), ("1 kbit/s", .bytesPerSecond(125)),
     ])
     func parse(_ text: String, _ expected: BandwidthLimit) {
         #expect(BandwidthLimit.parse(text) == expected)
     }
 
-    @Test("not rates", arguments: ["", "fast", "100", "0MiB/s", "-1MiB/s", "4 MiB/h", "1e3kB/s", "MiB/s"])
+    @Test("not rates (a lowercase b is bits to some and bytes to others: refused)", arguments: ["", "fast", "100", "0MiB/s", "-1MiB/s", "4 MiB/h", "1e3kB/s", "MiB/s", "10Mb/s", "500kb/s", "1 Gb", "2mb/s"])
     func notRates(_ text: String) {
         #expect(BandwidthLimit.parse(text) == nil, "\(text)")
     }

@@ -76,4 +76,17 @@ struct WatchdogPatrolTests {
         #expect(calls.withLock { $0 } == 0)
         #expect(moving.stuckOnChangedSource(at: .now + .seconds(2)))
     }
+
+    @Test("A wait for bandwidth longer than the timeout is no stall: the watchdog counts from its end")
+    func bandwidthWait() async throws {
+        let timeout = Duration.milliseconds(300)
+        let patrol = WatchdogPatrol(timeout: timeout)
+        let watchdog = ProgressWatchdog(timeout: timeout)
+        let start = ContinuousClock.now
+        watchdog.willWait(.seconds(1))
+        _ = patrol.watch(watchdog) {}
+        try await waitUntil("the watchdog to fire once the wait and the timeout are over", timeout: .seconds(10)) { watchdog.fired }
+        #expect(ContinuousClock.now - start >= .seconds(1) + timeout, "fired during the wait")
+        try await waitUntil("the loop to end") { !patrol.isPatrolling }
+    }
 }
