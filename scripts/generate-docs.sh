@@ -11,7 +11,7 @@
 # BIN_DIR: where ferryd and ferryctl are (default: the debug build, built if needed); their completion
 # scripts call them back for job ids and spool names. SOURCE_DATE_EPOCH dates the pages (reproducible
 # builds); otherwise the last commit's date is used. FERRY_SCRATCH=DIR builds in DIR instead of
-# .build (scripts/build-deb.sh passes its own, so CI's background package build keeps out of .build).
+# .build.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:?usage: scripts/generate-docs.sh OUT [BIN_DIR]}

@@ -31,16 +31,24 @@ public enum BandwidthLimit: Sendable, Hashable, CustomStringConvertible {
         let written = trimmed.dropFirst(digits.count).trimmingCharacters(in: .whitespaces)
         // "10Mb/s" is megabits to a network engineer and megabytes to others: neither is guessed
         // (MB, MiB or Mbit say which).
-        if let first = written.first, "kKmMgG".contains(first), written.dropFirst().hasPrefix("b"), !written.dropFirst().hasPrefix("bit"),
-           !written.dropFirst().hasPrefix("bps") {
-            return nil
-        }
+        if ambiguousUnit(in: text) != nil { return nil }
         var unit = written.lowercased()
         if unit.hasSuffix("/s") { unit.removeLast(2) }
         guard !unit.isEmpty, let multiplier = units[unit] else { return nil }
         let bytes = (number * multiplier).rounded()
         guard bytes >= 1, bytes < 1e15 else { return nil }
         return .bytesPerSecond(Int64(bytes))
+    }
+
+    /// For a rate written with `kb`, `Mb` or `Gb` (a lowercase b), the two ways it could be meant.
+    static func ambiguousUnit(in text: String) -> (bytes: String, bits: String)? {
+        let trimmed = text.trimmingCharacters(in: .whitespaces)
+        let digits = trimmed.prefix { $0.isASCII && ($0.isNumber || $0 == ".") }
+        let written = trimmed.dropFirst(digits.count).trimmingCharacters(in: .whitespaces)
+        guard let first = written.first, "kKmMgG".contains(first), written.dropFirst().hasPrefix("b"),
+              !written.dropFirst().hasPrefix("bit"), !written.dropFirst().hasPrefix("bps") else { return nil }
+        let prefix = first == "k" || first == "K" ? "k" : first.uppercased()
+        return ("\(digits)\(prefix)B/s", "\(digits)\(prefix)bit/s")
     }
 
     /// `"4 MiB/s"`, `"off"`.
@@ -59,7 +67,11 @@ extension TableReader {
     func bandwidth(_ key: String) -> BandwidthLimit? {
         guard let text = string(key) else { return nil }
         guard let limit = BandwidthLimit.parse(text) else {
-            context.report(path.appending(key), "expected a rate such as \"4MiB/s\", \"500kB/s\" or \"10Mbit/s\", or \"off\"; got \"\(text)\"")
+            if let ambiguous = BandwidthLimit.ambiguousUnit(in: text) {
+                context.report(path.appending(key), "\"\(text)\" is ambiguous: a lowercase b means bits to some and bytes to others; write \"\(ambiguous.bytes)\" for bytes or \"\(ambiguous.bits)\" for bits")
+            } else {
+                context.report(path.appending(key), "expected a rate such as \"4MiB/s\", \"500kB/s\" or \"10Mbit/s\", or \"off\"; got \"\(text)\"")
+            }
             return nil
         }
         return limit

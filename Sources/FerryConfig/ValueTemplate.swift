@@ -35,6 +35,8 @@ public struct ValueTemplate: Sendable, Equatable {
     public var containsSecret: Bool
     /// The value as configured, with each secret shown as `***`: safe to log or write to a sidecar.
     public var redacted: String
+    /// The values the secret references resolved to, for taking them out of what a server echoes.
+    public var secretValues: [String] = []
 
     public init(segments: [Segment], containsSecret: Bool, redacted: String? = nil) {
         self.segments = segments
@@ -125,6 +127,7 @@ struct TemplateParser {
         var segments: [ValueTemplate.Segment] = []
         var literal = ""
         var containsSecret = false
+        var secretValues: [String] = []
         var redacted = ""
         var rest = Substring(text)
         func flushLiteral() {
@@ -140,7 +143,9 @@ struct TemplateParser {
                 }
                 let reference = String(rest[rest.index(rest.startIndex, offsetBy: 2)..<close])
                 switch resolveSecret(reference) {
-                case .success(let value): literal += value
+                case .success(let value):
+                    literal += value
+                    secretValues.append(value)
                 case .failure(let failure): return .failure(failure)
                 }
                 redacted += "***"
@@ -176,7 +181,9 @@ struct TemplateParser {
             }
         }
         flushLiteral()
-        return .success(ValueTemplate(segments: segments, containsSecret: containsSecret, redacted: redacted))
+        var template = ValueTemplate(segments: segments, containsSecret: containsSecret, redacted: redacted)
+        template.secretValues = secretValues
+        return .success(template)
     }
 
     /// The value of `kind:argument`, with one trailing newline removed from file contents.

@@ -74,6 +74,11 @@ final class Chores: Sendable {
             if moved > 0 { wakeScheduler() }
         }
         await rescheduleAfterClockSetBack()
+        // Ages stamped by a clock not yet set (at start after NTP set it while ferryd was stopped,
+        // or a job held across the step): their max_age starts now.
+        if let restarted = try? await store.restartUnknownAges(before: AttemptInput.earliestPlausibleTime, now: Date()), restarted > 0 {
+            logger.notice("jobs queued while the system clock was not set have their max_age counted from now", metadata: ["jobs": "\(restarted)"])
+        }
     }
 
     /// Jobs due later than any delay Ferry sets (the longest `Retry-After` it honours, or a spool's

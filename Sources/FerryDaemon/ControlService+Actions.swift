@@ -187,7 +187,7 @@ extension ControlService {
         }
         // Its pipeline may still be moving the file aside after recording the failure.
         guard !activity.contains(job) else {
-            throw ControlError(.conflict, "job \(job.id) has just failed and its file is being moved aside; try again in a moment")
+            throw ControlError(.conflict, "job \(job.id) has just ended and ferryd is still finishing it (moving its file aside, ending its upload on the server); try again in a moment")
         }
         // Not while its file is being moved aside (the chores finishing a pending disposition).
         let dispositions = followUps.disposer.inProgress
@@ -277,6 +277,11 @@ extension ControlService {
             }
             let status = spool.files.status(Array(file.utf8))
             if status?.kind == .directory, spool.configuration.bundles, let bundle = try? spool.files.openBundle(Array(file.utf8)) {
+                guard bundle.listing.writable else {
+                    results.append(ActionOutcome(id: file, ok: false, error: ControlError(.conflict,
+                        "\(file): ferryd cannot write this bundle directory, so it could not delete or move it after sending; make it group-writable (chmod g+w)")))
+                    continue
+                }
                 found.append((file, JobStore.DiscoveredFile(
                     spool: arguments.spool, relativePath: Array(file.utf8), identity: bundle.listing.status.version,
                     bundleFiles: bundle.listing.bundleFiles)))

@@ -34,7 +34,7 @@ struct DaemonParts: Sendable {
         let disposer = Disposer(store: store, io: io, logger: logger, disposed: { hooks.wake() })
         let followUps = JobFollowUps(disposer: disposer, problems: problems, requeue: { name, path in
             guard let spool = runtime.spool(named: name), let status = spool.files.status(path) else { return }
-            if status.kind == .directory, spool.configuration.bundles, let bundle = try? spool.files.openBundle(path) {
+            if status.kind == .directory, spool.configuration.bundles, let bundle = try? spool.files.openBundle(path), bundle.listing.writable {
                 // A bundle changed after its body was built: nothing inside it is watched, so queue it here.
                 await intake.submit(spool: name, files: [SpoolFile(relativePath: path, status: bundle.listing.status, bundle: bundle.listing)])
             } else if status.kind == .regular {

@@ -37,7 +37,11 @@ enum SpoolSecrets {
                 if let value = item.value { values.append(value) }
             }
         }
+        // Every value a secret reference resolved to, wherever it stands (a query value named
+        // `code`, part of a path).
+        values += ([configuration.url] + configuration.headers.map(\.value) + configuration.fields.map(\.value)).flatMap(\.secretValues)
         if let s3 = configuration.s3 {
+            values += ([s3.accessKeyID, s3.secretAccessKey, s3.key] + (s3.sessionToken.map { [$0] } ?? [])).flatMap(\.secretValues)
             values.append(s3.secretAccessKey.text)
             if let token = s3.sessionToken { values.append(token.text) }
         }

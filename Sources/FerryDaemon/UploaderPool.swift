@@ -42,10 +42,9 @@ final class UploaderPool: Sendable {
             }
             let rate = BandwidthPolicy.limit(spool.bandwidthLimit, spool.bandwidthSchedule, at: BandwidthPolicy.now()).rate
             let bucket = spoolBuckets.withLock { buckets in
-                if let kept = buckets[spool.name] {
-                    kept.setRate(rate)
-                    return kept
-                }
+                // A kept bucket's rate is set by BandwidthPolicy once the reload is in place (with
+                // any `ferryctl limit` override): a reload rejected later must not change it.
+                if let kept = buckets[spool.name] { return kept }
                 let created = BandwidthBucket(rate: rate)
                 buckets[spool.name] = created
                 return created

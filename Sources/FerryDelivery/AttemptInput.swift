@@ -81,6 +81,7 @@ public struct AttemptInput: Sendable {
     }
 
     /// No job was queued before this (2026-01-01T00:00:00Z, before this code was written): a time
-    /// earlier is a clock that had not been set.
-    static let earliestPlausibleTime = Date(timeIntervalSince1970: 1_767_225_600)
+    /// earlier is a clock that had not been set. The chores restart such jobs' age in the queue
+    /// (`JobStore.restartUnknownAges`) within a minute; this covers the jobs in flight meanwhile.
+    public static let earliestPlausibleTime = Date(timeIntervalSince1970: 1_767_225_600)
 }

@@ -74,6 +74,21 @@ extension JobStore {
         }
     }
 
+    /// Starts the `max_age` clock now for the jobs still to be delivered (or held) whose age was
+    /// stamped before `floor`, by a clock that had not been set (a box without a real-time clock
+    /// boots at 1970): their age cannot be known, and counted from 1970 it would fail them all at
+    /// once. Does nothing while the clock itself is still before `floor`. Returns how many changed.
+    public func restartUnknownAges(before floor: Date, now: Date) async throws -> Int {
+        guard now >= floor else { return 0 }
+        return try await write { db in
+            try db.execute(sql: """
+                UPDATE job SET age_base = ?
+                WHERE state IN ('queued', 'uploading', 'retrying', 'held') AND COALESCE(age_base, created_at) < ?
+                """, arguments: [now.timeIntervalSince1970, floor.timeIntervalSince1970])
+            return db.changesCount
+        }
+    }
+
     /// Jobs in a final state whose source file has not been dealt with yet, oldest first, from the
     /// one after sequence number `after`.
     public func pendingDispositions(after: Int64 = 0, limit: Int) async throws -> [Job] {

@@ -31,7 +31,9 @@ public final class BandwidthBucket: Sendable {
         state.withLock { state in
             Self.refill(&state, at: instant)
             state.rate = rate
-            if let rate { state.tokens = min(state.tokens, Double(rate)) }
+            // At most a second's worth either way: a limit lowered after heavy traffic does not make
+            // the next uploads wait out the old rate's debt at the new rate (hours, at a few KiB/s).
+            if let rate { state.tokens = max(-Double(rate), min(state.tokens, Double(rate))) }
         }
     }
 

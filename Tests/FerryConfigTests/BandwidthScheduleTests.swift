@@ -77,6 +77,8 @@ struct BandwidthScheduleTests {
         ("bandwidth_schedule = \"08:00 1MiB/s\"", "expected an array of entries"),
         ("bandwidth_limit = \"1MiB/s\"\nbandwidth_schedule = [\"08:00 off\"]", "set bandwidth_limit or bandwidth_schedule, not both"),
         ("bandwidth_limit = \"fast\"", "bandwidth_limit: expected a rate such as \"4MiB/s\""),
+        ("bandwidth_limit = \"10Mb/s\"", "bandwidth_limit: \"10Mb/s\" is ambiguous: a lowercase b means bits to some and bytes to others; write \"10MB/s\" for bytes or \"10Mbit/s\" for bits"),
+        ("bandwidth_limit = \"500 kb\"", "write \"500kB/s\" for bytes or \"500kbit/s\" for bits"),
     ])
     func mistakes(_ lines: String, _ message: String) {
         for text in [lines + "\n" + minimalSpool, minimalSpool + "\n" + lines] {

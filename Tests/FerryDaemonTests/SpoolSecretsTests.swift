@@ -6,14 +6,14 @@ import Testing
 /// values, not every value (a chunk size in the URL stays readable in an answer).
 @Suite("Spool secrets")
 struct SpoolSecretsTests {
-    @Test("secret and credential-named header values (and their part after the scheme), secret fields, the URL's password and credential query values, S3 keys")
+    @Test("secret and credential-named header values (and their part after the scheme), secret fields, the URL's password, credential query values and any secret in it, S3 keys")
     func values() throws {
-        let configuration = try ConfigurationLoader(secrets: SecretSources(environment: ["TOKEN": "t0ken-from-env", "ALT": "alt-text-secret"], credentialsDirectory: nil))
+        let configuration = try ConfigurationLoader(secrets: SecretSources(environment: ["TOKEN": "t0ken-from-env", "ALT": "alt-text-secret", "CODE": "azure-function-code"], credentialsDirectory: nil))
             .parse("""
                 [[spool]]
                 name = "media"
                 directory = "/srv/media"
-                url = "https://alice:pa55word@media.example/api/v2/media?chunk=1048576&X-Amz-Signature=abcdef123456&X-Amz-Date=20261129T000000Z&access_token=zzzzzz99"
+                url = "https://alice:pa55word@media.example/api/v2/media?chunk=1048576&X-Amz-Signature=abcdef123456&X-Amz-Date=20261129T000000Z&access_token=zzzzzz99&code=${env:CODE}"
                 [spool.headers]
                 Authorization = "Bearer ${env:TOKEN}"
                 X-Api-Key = "literal-api-key"
@@ -24,7 +24,7 @@ struct SpoolSecretsTests {
                 """, path: "/x.toml")
         let spool = try #require(configuration.spools.first)
         let values = Set(SpoolSecrets.values(of: spool, endpoint: Endpoint(spool)))
-        for secret in ["Bearer t0ken-from-env", "t0ken-from-env", "literal-api-key", "alt-text-secret", "pa55word", "abcdef123456", "zzzzzz99"] {
+        for secret in ["Bearer t0ken-from-env", "t0ken-from-env", "literal-api-key", "alt-text-secret", "pa55word", "abcdef123456", "zzzzzz99", "azure-function-code"] {
             #expect(values.contains(secret), "\(secret) is not redacted")
         }
         for plain in ["camera-two", "public-ish", "1048576", "20261129T000000Z"] {

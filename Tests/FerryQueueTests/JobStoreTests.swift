@@ -252,6 +252,22 @@ struct JobStoreTests {
         #expect(try await queue2.store.enqueue([back], now: Date(), makeBoundary: boundary).count == 1)
     }
 
+    @Test("Jobs queued while the clock said 1970 get their max_age started once the clock is set; not before, and not other jobs")
+    func unknownAges() async throws {
+        let queue = try TestQueue()
+        let floor = Date(timeIntervalSince1970: 1_767_225_600)
+        let boot = Date(timeIntervalSince1970: 3600)
+        _ = try await queue.store.enqueue([file("early", inode: 1)], now: boot, makeBoundary: boundary)
+        _ = try await queue.store.enqueue([file("late", inode: 2)], now: floor.addingTimeInterval(100), makeBoundary: boundary)
+        #expect(try await queue.store.restartUnknownAges(before: floor, now: boot.addingTimeInterval(60)) == 0, "the clock is still unset")
+        let set = floor.addingTimeInterval(86_400 * 400)
+        #expect(try await queue.store.restartUnknownAges(before: floor, now: set) == 1)
+        let jobs = try await queue.store.jobs()
+        #expect(jobs.first { $0.relativePath == Array("early".utf8) }?.ageStart == set)
+        #expect(jobs.first { $0.relativePath == Array("late".utf8) }?.ageStart == floor.addingTimeInterval(100))
+        #expect(try await queue.store.restartUnknownAges(before: floor, now: set) == 0, "once")
+    }
+
     @Test("A kept file is not uploaded again unless it changes")
     func keptFile() async throws {
         let queue = try TestQueue()

@@ -40,6 +40,12 @@ struct BandwidthBucketTests {
         #expect(bucket.take(0) == .milliseconds(50), "the debt stays, repaid at the new rate")
         bucket.setRate(nil)
         #expect(bucket.take(1 << 20) == .zero)
+
+        // A limit lowered after heavy traffic: at most a second's worth of the old debt is kept.
+        let busy = BandwidthBucket(rate: 1 << 20, now: clock.now)
+        #expect(busy.take(8 << 20) == .seconds(7), "8 MiB at 1 MiB/s, one second's worth in hand")
+        busy.setRate(1000)
+        #expect(busy.take(0) == .seconds(1), "not 7 MiB / 1000 B/s, two hours")
     }
 
     @Test("a throttle waits for its tightest bucket and sends pieces of a tenth of a second at it")
