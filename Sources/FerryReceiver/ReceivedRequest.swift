@@ -100,8 +100,8 @@ public enum ReceiverAction: Sendable {
     /// body) and close. Nothing is stored: the file never arrived whole.
     case acceptPartial(afterBytes: Int64, status: Int = 200)
     /// Read `afterBytes` of the body, answer `status` at once (a 2xx: a server that decided without
-    /// the rest), then read the rest of the body and drop it, keeping the connection, as Node's
-    /// http server does for a request its handler did not read. Nothing is stored.
+    /// the rest), then, half a second later, read the rest of the body and drop it, keeping the
+    /// connection, as Node's http server does for a request its handler did not read. Nothing is stored.
     case answerThenDrain(afterBytes: Int64, status: Int = 200)
     /// Read the whole body, store nothing, then answer `status` with a chunked body of one byte every
     /// `interval`, never ending: a server that trickles its answer.

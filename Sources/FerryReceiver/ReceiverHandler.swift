@@ -177,6 +177,14 @@ final class ReceiverHandler: ChannelInboundHandler {
         core.update(request.index) { $0.error = "answered \(status) after \(request.bodyBytes) body bytes, then dropped the rest (not stored)" }
         respond(status: status, headers: [HeaderField(name: "Content-Type", value: "application/json")],
                 body: Array("{\"accepted\":true}".utf8), close: false, context: context)
+        // Read on only half a second later, so that the answer reaches the client before the rest of
+        // its body can: on loopback 48 MiB otherwise pass in the time the client takes to read it.
+        let channel = context.channel
+        channel.setOption(ChannelOptions.autoRead, value: false).whenComplete { _ in }
+        channel.eventLoop.scheduleTask(in: .milliseconds(500)) {
+            channel.setOption(ChannelOptions.autoRead, value: true).whenComplete { _ in }
+            channel.read()
+        }
     }
 
     /// Ends a request the plan cuts short (`disconnect`, `reset`, `acceptPartial`), mid-body or,
