@@ -102,5 +102,7 @@ extension S3UploadMachine {
         case abandoned(count: Int)
         /// They could not be listed (the key may not list uploads): any stays until a lifecycle rule.
         case notAbandoned(code: String)
+        /// ListParts was refused for good (the key may not list parts): the recorded parts are kept.
+        case partsNotListed(code: String)
     }
 }

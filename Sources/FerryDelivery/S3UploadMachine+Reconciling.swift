@@ -43,6 +43,13 @@ extension S3UploadMachine {
             return checkParts(Array(toCheck.prefix(Self.concurrencyLimit)), kept: reconciled)
         case .error(let error) where error.code == "NoSuchUpload":
             return uploadLost()
+        case .error(let error) where Self.refusesListingForGood(error):
+            // A key that may upload but not list parts (s3:PutObject without
+            // s3:ListMultipartUploadParts, a drop box's key): the record is the truth. A part whose
+            // answer was lost is sent again; an upload the server no longer has answers the next
+            // part or the completion with NoSuchUpload.
+            notices.append(.partsNotListed(code: error.code ?? "HTTP \(error.status)"))
+            return checkParts([], kept: parts)
         default:
             return finishOther(response, during: "listing the parts the server has")
         }

@@ -28,12 +28,16 @@ final class ProgressWatchdog: Sendable {
     /// CPU): the patrol asks this once nothing has moved for ``sourceCheckAfter`` and fires early,
     /// rather than spinning until `timeout`.
     private let sourceChanged: (@Sendable () -> Bool)?
+    /// Whether a started answer must end within `timeout` of its status line (not for an answer
+    /// that may trickle: ``UploadRequest/answerMayTrickle``).
+    private let limitsAnswer: Bool
     private let last = Mutex(ContinuousClock.now)
     private let answerDue = Mutex<ContinuousClock.Instant?>(nil)
     private let didFire = Mutex(false)
 
-    init(timeout: Duration, sourceChanged: (@Sendable () -> Bool)? = nil) {
+    init(timeout: Duration, limitsAnswer: Bool = true, sourceChanged: (@Sendable () -> Bool)? = nil) {
         self.timeout = timeout
+        self.limitsAnswer = limitsAnswer
         self.sourceChanged = sourceChanged
     }
 
@@ -50,6 +54,7 @@ final class ProgressWatchdog: Sendable {
 
     /// The answer's status line arrived: the rest of it is due within `timeout`.
     func answerStarted() {
+        guard limitsAnswer else { return }
         answerDue.withLock { due in
             if due == nil { due = .now + timeout }
         }

@@ -65,9 +65,10 @@ extension S3Client {
         }
     }
 
-    /// ListMultipartUploads page size: 100 uploads fit the 64 KiB of an answer that is kept (the
-    /// exact key, the prefix, sorts first).
-    static let uploadsPerPage = 100
+    /// ListMultipartUploads page size: 20 uploads fit the 64 KiB of an answer that is kept (AWS
+    /// gives an upload about 600 bytes besides its key, and a key may have 1,024), and the exact
+    /// key, the prefix, sorts first (a crash leaves at most one upload of the key per attempt).
+    static let uploadsPerPage = 20
 
     /// Lists the uploads of `object`'s key and aborts each. `.uploadsAbandoned(count)` when every
     /// one was aborted; else the first S3 error (the key may not be allowed to list or abort

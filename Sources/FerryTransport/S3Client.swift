@@ -203,7 +203,8 @@ public final class S3Client: Sendable {
     private func complete(_ transfer: S3Transfer, url: String, parts: [UploadPart], logger: Logger) async -> (S3UploadMachine.Response, String?) {
         let body = S3Document.completion(parts.map { ($0.number, $0.etag, $0.checksum) }, checksum: transfer.checksum)
         let result = await send(
-            transfer, method: "POST", url: url, headers: [("Content-Type", "application/xml")] + transfer.uploadHeaders, bytes: body, logger: logger)
+            transfer, method: "POST", url: url, headers: [("Content-Type", "application/xml")] + transfer.uploadHeaders, bytes: body,
+            answerMayTrickle: true, logger: logger)
         let version = result.headers.flatMap { HTTPHeaders.value("x-amz-version-id", in: $0) }
         guard case .answer(let status, _, let answer) = result.outcome, (200..<300).contains(status),
               let document = S3Document(answer), document.error == nil,
@@ -250,14 +251,14 @@ public final class S3Client: Sendable {
     /// (an XML document, a small file) whose `Content-Type` is among `headers`.
     private func send(
         _ transfer: S3Transfer, method: String, url: String, headers: [(name: String, value: String)],
-        payloadHash: String? = nil, body: Range<Int64>? = nil, bytes: [UInt8]? = nil, logger: Logger,
+        payloadHash: String? = nil, body: Range<Int64>? = nil, bytes: [UInt8]? = nil, answerMayTrickle: Bool = false, logger: Logger,
         progress: @escaping @Sendable (Int64) -> Void = { _ in }
     ) async -> Exchange {
         let hash = payloadHash ?? bytes.map { SHA256.hash(data: $0).hex } ?? SigV4Signer.emptyPayloadHash
         guard let signed = transfer.signer.signedHeaders(method: method, url: url, headers: headers, payloadHash: hash, at: transfer.clock()) else {
             return Exchange(outcome: .failed("not an S3 URL"), bytesSent: 0)
         }
-        let request: UploadRequest
+        var request: UploadRequest
         if let body {
             let contentType = HTTPHeaders.value("Content-Type", in: signed)
             request = UploadRequest(
@@ -269,6 +270,7 @@ public final class S3Client: Sendable {
         } else {
             request = .bodiless(url: url, method: method, headers: signed)
         }
+        request.answerMayTrickle = answerMayTrickle
         switch await uploader.send(request, logger: logger, progress: progress) {
         case .response(let status, let headers, let body, let sent):
             return Exchange(outcome: .answer(status: status, headers: headers, body: body), bytesSent: sent)
@@ -331,6 +333,11 @@ public final class S3Client: Sendable {
             logger.warning("""
                 could not list the multipart uploads to abort one a crash may have left; it stays until a lifecycle rule \
                 removes it (\(advice))
+                """, metadata: ["code": "\(code)"])
+        case .partsNotListed(let code):
+            logger.notice("""
+                the server refused to list the upload's parts; the recorded parts are kept and any part whose answer \
+                was lost is sent again (allow s3:ListMultipartUploadParts to resume without that)
                 """, metadata: ["code": "\(code)"])
         }
     }

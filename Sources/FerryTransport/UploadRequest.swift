@@ -30,6 +30,10 @@ public struct UploadRequest: Sendable {
     public var growing: GrowingBody?
     /// A small body held in memory (an XML document), instead of a file.
     public var bytes: [UInt8]?
+    /// Whether the answer may go on long after its status line while bytes keep coming (S3's
+    /// CompleteMultipartUpload sends whitespace while it assembles a large object): then only
+    /// `no_progress_timeout` without a byte ends it.
+    public var answerMayTrickle = false
 
     public init(
         url: String, method: String, headers: [(name: String, value: String)], bodyPath: String?, bodyOffset: Int64 = 0,

@@ -120,7 +120,7 @@ public final class Uploader: Sendable {
         if request.expectedSource != nil, request.bodyPath != nil, Self.sendsFilesFromTheKernel(request.url) {
             stuckSource = { Self.sourceChanged(request) }
         }
-        let watchdog = ProgressWatchdog(timeout: settings.noProgressTimeout, sourceChanged: stuckSource)
+        let watchdog = ProgressWatchdog(timeout: settings.noProgressTimeout, limitsAnswer: !request.answerMayTrickle, sourceChanged: stuckSource)
         let exchange = Task {
             try await self.execute(request, logger: logger, counter: counter, watchdog: watchdog, progress: progress)
         }

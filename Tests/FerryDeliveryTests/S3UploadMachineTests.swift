@@ -325,6 +325,41 @@ struct S3UploadMachineTests {
         guard case .noAnswer? = Self.report(actions) else { Issue.record("expected noAnswer, got \(String(describing: Self.report(actions)))"); return }
     }
 
+    @Test("ListParts refused for good (a key without s3:ListMultipartUploadParts): the recorded parts are kept, the rest sent")
+    func listingRefused() {
+        let known = ResumableUpload(url: Self.url, offset: 10 * Self.mib, endpointKey: "E")
+        for refusal in [Self.s3Error(403, "AccessDenied"), Self.s3Error(405, "MethodNotAllowed"), Self.s3Error(501, "NotImplemented")] {
+            let (actions, machine) = Self.run(Self.threeParts, known: known, parts: [Self.part(1), Self.part(2)]) { action, step in
+                if case .listParts = action { return refusal }
+                return Self.happy(action, step)
+            }
+            #expect(Self.requests(actions) == ["list", "part 3", "complete [1, 2, 3]"])
+            #expect(Self.report(actions) == .answered(ServerAnswer(status: 200)))
+            guard case .error(let error) = refusal else { continue }
+            #expect(machine.takeNoticesCopy().contains(.partsNotListed(code: error.code!)))
+        }
+        // Every part recorded and the completion done by a request whose answer was lost: the
+        // completion says NoSuchUpload, and HEAD finds the object.
+        let parts = Self.allConfirmed
+        let expected = S3ETag.expected(fromPartETags: parts.map(\.etag))!
+        let (done, _) = Self.run(Self.threeParts, known: Self.completedUpload, parts: parts) { action, _ in
+            switch action {
+            case .listParts: Self.s3Error(403, "AccessDenied")
+            case .complete: Self.s3Error(404, "NoSuchUpload")
+            case .headObject: .object(etag: "\"\(expected)\"", checksum: nil)
+            default: .failed("unexpected")
+            }
+        }
+        #expect(Self.requests(done) == ["list", "complete [1, 2, 3]", "head"])
+        #expect(Self.report(done) == .answered(ServerAnswer(status: 200)))
+        // A refusal that may pass (SlowDown, a skewed clock) still ends the attempt.
+        let (later, _) = Self.run(Self.threeParts, known: known, parts: [Self.part(1)]) { action, _ in
+            if case .listParts = action { return Self.s3Error(403, "RequestTimeTooSkewed") }
+            return .failed("unexpected")
+        }
+        #expect(Self.requests(later) == ["list"])
+    }
+
     @Test("every part confirmed, the upload gone and HEAD refused (403: a key that may write but not read): the object is stored again")
     func headRefused() {
         let (parts, known) = (Self.allConfirmed, Self.completedUpload)

@@ -52,6 +52,27 @@ struct WatchdogPatrolTests {
         try await waitUntil("the loop to end") { !patrol.isPatrolling }
     }
 
+    @Test("An answer that may trickle (S3's completion, whitespace while it assembles) ends only when nothing moves for the timeout")
+    func trickleAllowed() async throws {
+        let timeout = Duration.seconds(1)
+        let patrol = WatchdogPatrol(timeout: timeout)
+        let watchdog = ProgressWatchdog(timeout: timeout, limitsAnswer: false)
+        watchdog.answerStarted()
+        let start = ContinuousClock.now
+        _ = patrol.watch(watchdog) {}
+        // Bytes keep coming for three timeouts: not fired.
+        try await waitUntil("three timeouts to pass") {
+            watchdog.progressed()
+            #expect(!watchdog.fired)
+            return ContinuousClock.now - start >= timeout * 3
+        }
+        #expect(!watchdog.fired)
+        // Then nothing moves: fired, and not for the answer's deadline.
+        try await waitUntil("the watchdog to fire") { watchdog.fired }
+        #expect(!watchdog.answerOverdue)
+        try await waitUntil("the loop to end") { !patrol.isPatrolling }
+    }
+
     @Test("A request stuck on a spool file that changed under it is fired once nothing has moved for a second, long before the timeout; an unchanged one is not")
     func stuckOnChangedSource() async throws {
         let patrol = WatchdogPatrol(timeout: .seconds(60))
