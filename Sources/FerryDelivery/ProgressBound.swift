@@ -7,6 +7,9 @@ struct ProgressBound: Sendable {
     private var best: Int64
     /// Requests since the offset last moved past its best.
     private(set) var requestsWithoutProgress = 0
+    /// Whether any request of the attempt confirmed bytes past the best before it: the attempt
+    /// moved the upload on (a new upload's first bytes count).
+    private(set) var advanced = false
 
     init(start: Int64) { best = start }
 
@@ -15,9 +18,19 @@ struct ProgressBound: Sendable {
         if let offset, offset > best {
             best = offset
             requestsWithoutProgress = 0
+            advanced = true
         } else {
             requestsWithoutProgress += 1
         }
+    }
+
+    /// Counts the creation of a new upload that holds `offset` bytes: the best is then that
+    /// upload's, not the lost one's (whose offset its appends would otherwise have to pass before
+    /// they counted). Creations have their own bound.
+    mutating func restart(at offset: Int64) {
+        best = offset
+        requestsWithoutProgress = 0
+        if offset > 0 { advanced = true }
     }
 
     /// Why the attempt ends here, if the bound is reached.

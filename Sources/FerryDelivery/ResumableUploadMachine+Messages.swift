@@ -69,7 +69,6 @@ extension ResumableUploadMachine {
     /// Things worth a log line that the machine noticed.
     public enum Notice: Sendable, Equatable {
         case notOffered
-        case expired
         case lost(status: Int)
         case mismatch(offset: Int64, length: Int64?)
         case created(offset: Int64)

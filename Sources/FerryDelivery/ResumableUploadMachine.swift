@@ -40,10 +40,11 @@ public struct ResumableUploadMachine: Sendable {
     public private(set) var upload: ResumableUpload?
     /// Request body bytes handed to connections so far.
     public private(set) var bytesSent: Int64 = 0
+    /// Whether the attempt ended on a 2xx to the whole file that came before all of it was sent.
+    public private(set) var answeredEarly = false
     /// The server's limits as last announced.
     public private(set) var limit = UploadLimit()
     private var notices: [Notice] = []
-    private let initialUpload: ResumableUpload?
     private let now: Date
     private var phase = Phase.ready
     /// Whether the server is known to offer resumable uploads at the endpoint.
@@ -67,13 +68,12 @@ public struct ResumableUploadMachine: Sendable {
     public init(settings: Settings, known: ResumableUpload?, now: Date) {
         self.settings = settings
         upload = known
-        initialUpload = known
         progress = ProgressBound(start: known?.offset ?? 0)
         self.now = now
     }
 
     /// Whether the attempt moved the confirmed offset past where it began.
-    public var progressed: Bool { (upload?.offset ?? 0) > (initialUpload?.offset ?? 0) }
+    public var progressed: Bool { progress.advanced }
 
     /// The notices since the last call.
     public mutating func takeNotices() -> [Notice] {
@@ -85,10 +85,9 @@ public struct ResumableUploadMachine: Sendable {
 
     public mutating func start() -> Action {
         guard case .ready = phase else { preconditionFailure("start() called twice") }
-        if let expires = upload?.expires, expires <= now {
-            notices.append(.expired)
-            upload = nil
-        }
+        // An upload past its recorded expiry is asked about all the same: the draft's lifetime
+        // counts from each answer, the record's from an attempt's start, and the server knows
+        // (404 or 410: a new upload).
         if let upload {
             // The server offered resumption when the upload was made: ask where it stands.
             offered = true
@@ -136,6 +135,8 @@ public struct ResumableUploadMachine: Sendable {
             return offered ? create() : discover()
         }
         if whole, !(success && ResumableFields.completeness(in: headers) == false && location != nil) {
+            // The application's answer to the whole file: a 2xx before all of it was sent is early.
+            if success && bytes < settings.length { answeredEarly = true }
             return finish(.answered(answer(status, headers, body)))
         }
         guard success else { return finish(.answered(answer(status, headers, body, during: "creating the upload"))) }
@@ -159,7 +160,7 @@ public struct ResumableUploadMachine: Sendable {
         upload = created
         current = ResumableFields.integer("Upload-Offset", in: headers) != nil || !whole
         notices.append(.created(offset: offset))
-        progress.count(offset: offset)
+        progress.restart(at: offset)
         phase = .recording
         return .record(created)
     }
@@ -167,7 +168,9 @@ public struct ResumableUploadMachine: Sendable {
     public mutating func offsetAsked(_ response: Response) -> Action {
         guard case .askingOffset(let asked) = phase else { preconditionFailure("offsetAsked() outside HEAD") }
         guard case .answer(let status, let headers, let body, _) = response else { return ended(response) }
-        if [403, 404, 410].contains(status) {
+        // The draft says 404 for an upload the server no longer has (410 for one it ended); a
+        // 403 is a refusal (a rotated token): the upload is kept for an attempt once it is fixed.
+        if [404, 410].contains(status) {
             notices.append(.lost(status: status))
             upload = nil
             progress.count(offset: nil)

@@ -122,7 +122,7 @@ public struct TusUploadMachine: Sendable {
     }
 
     /// Whether the attempt moved the confirmed offset past where it began.
-    public var progressed: Bool { (upload?.offset ?? 0) > (initialUpload?.offset ?? 0) }
+    public var progressed: Bool { progress.advanced }
 
     /// The notices since the last call.
     public mutating func takeNotices() -> [Notice] {
@@ -184,7 +184,7 @@ public struct TusUploadMachine: Sendable {
         upload = created
         current = confirmed != nil || withBody == 0
         notices.append(.created(offset: created.offset))
-        progress.count(offset: created.offset)
+        progress.restart(at: created.offset)
         // A creation that carried the whole file (or an empty file) is the upload's last request: its
         // answer (with the upload's Location, and what a server's finish hook put in it) is the result.
         let complete = current && created.offset >= settings.length

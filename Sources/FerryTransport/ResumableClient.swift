@@ -89,7 +89,9 @@ public final class ResumableClient: Sendable {
             switch action {
             case .finish(let report):
                 for notice in machine.takeNotices() { Self.log(notice, to: logger) }
-                return ResumableTransferResult(report: report, bytesSent: machine.bytesSent, upload: machine.upload, progressed: machine.progressed)
+                return ResumableTransferResult(
+                    report: report, bytesSent: machine.bytesSent, upload: machine.upload, progressed: machine.progressed,
+                    answeredEarly: machine.answeredEarly)
             case .discover:
                 action = machine.discovered(await discover(transfer, logger: logger))
             case .create(let bodyLength, let complete):
@@ -170,6 +172,9 @@ public final class ResumableClient: Sendable {
         let now = ContinuousClock.now
         let task = discovered.withLock { known -> Task<ResumableUploadMachine.Discovery, Never> in
             if let (task, at) = known[key], now - at < .seconds(600) { return task }
+            // An endpoint rendered per file ({filename}) is a key per file: the stale ones go, so
+            // that the cache holds no more than ten minutes' endpoints.
+            known = known.filter { now - $0.value.1 < .seconds(600) }
             let task = Task { await self.askOffer(transfer, logger: logger) }
             known[key] = (task, now)
             return task
@@ -214,7 +219,6 @@ public final class ResumableClient: Sendable {
     static func log(_ notice: ResumableUploadMachine.Notice, to logger: Logger) {
         switch notice {
         case .notOffered: logger.info("the server does not offer resumable uploads (no Upload-Limit in its OPTIONS answer); sending the file whole")
-        case .expired: logger.info("the server's upload has expired; starting a new one")
         case .lost(let status): logger.notice("the server no longer has the upload; starting a new one", metadata: ["status": "\(status)"])
         case .mismatch(let offset, let length):
             logger.warning("the server's upload does not match the file; starting a new one",

@@ -9,4 +9,7 @@ public struct ResumableTransferResult: Sendable {
     public var upload: ResumableUpload?
     /// Whether the confirmed offset moved forward.
     public var progressed: Bool
+    /// Whether the answer that ends the transfer came before its request's whole body was sent (a
+    /// file sent whole to a server that is not resumable, which answered early).
+    public var answeredEarly = false
 }

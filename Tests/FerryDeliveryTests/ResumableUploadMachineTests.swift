@@ -169,6 +169,8 @@ struct ResumableUploadMachineTests {
         (204, ["Upload-Offset": "1000", "Upload-Complete": "?0"], "complete"),
         (204, [:], "noAnswer"),
         (503, ["Retry-After": "5"], "answered"),
+        // A refusal (a rotated token), not a lost upload: kept for an attempt once it is fixed.
+        (403, [:], "refused"),
     ] as [(Int, [String: String], String)])
     func headAnswers(status: Int, headers: [String: String], outcome: String) {
         var script = ResumableScript(known: ResumableUpload(url: url, offset: 500, endpointKey: "k"))
@@ -182,6 +184,9 @@ struct ResumableUploadMachineTests {
         case "done": #expect(script.report?.isSuccessAnswer == true, "a completed upload whose last answer was lost is delivered")
         case "complete": #expect(script.last == .append(url: url, offset: 1000, length: 0, complete: true), "all bytes there: complete it")
         case "noAnswer": #expect(script.report == .noAnswer("the server's answer to HEAD had no Upload-Offset"))
+        case "refused":
+            #expect(script.report == .answered(ServerAnswer(status: 403, during: "asking for the upload's offset")))
+            #expect(script.machine.upload?.url == url)
         default: #expect(script.report == .answered(ServerAnswer(status: 503, retryAfter: "5", during: "asking for the upload's offset")))
         }
     }
@@ -305,16 +310,37 @@ struct ResumableUploadMachineTests {
         #expect(answer.hint?.contains("interop_version = 6") == true)
     }
 
-    @Test("an expired upload is not continued; the server's lifetime limit sets the expiry that is recorded")
+    @Test("an upload past its recorded expiry is asked about (the server decides); the server's lifetime limit sets the expiry that is recorded")
     func expiry() {
-        let expired = ResumableScript(known: ResumableUpload(url: url, offset: 10, expires: ResumableScript.now, endpointKey: "k"))
-        #expect(expired.last == .discover)
+        var expired = ResumableScript(known: ResumableUpload(url: url, offset: 10, expires: ResumableScript.now, endpointKey: "k"))
+        #expect(expired.last == .askOffset(url: url))
+        expired.reply(ResumableScript.answer(204, ["Upload-Offset": "10", "Upload-Complete": "?0"]))
+        #expect(expired.last == .append(url: url, offset: 10, length: 990, complete: true), "still there: continued")
+        var gone = ResumableScript(known: ResumableUpload(url: url, offset: 10, expires: ResumableScript.now, endpointKey: "k"))
+        gone.reply(ResumableScript.answer(404))
+        #expect(gone.last == .create(bodyLength: 0, complete: false))
         var v9 = ResumableScript()
         v9.createdOffered("max-age=3600")
         #expect(v9.records.first?.expires == ResumableScript.now.addingTimeInterval(3600))
         var v6 = ResumableScript(interop: .v6)
         v6.createdOffered("expires=60", interop: .v6)
         #expect(v6.records.first?.expires == ResumableScript.now.addingTimeInterval(60))
+    }
+
+    @Test("a new upload after the old one was lost counts its own progress: its appends below the old offset are not idle")
+    func newUploadProgress() {
+        var script = ResumableScript(length: 2000, chunkSize: 10, known: ResumableUpload(url: url, offset: 900, endpointKey: "k"))
+        script.reply(ResumableScript.answer(404))
+        #expect(script.last == .create(bodyLength: 0, complete: false))
+        script.reply(ResumableScript.answer(201, ["Location": "/uploads/2", "Upload-Complete": "?0", "Upload-Offset": "0"]))
+        var appends = 0
+        while case .append(_, let offset, let length, let complete) = script.last, appends < 500 {
+            script.reply(ResumableScript.answer(204, ["Upload-Offset": String(offset + length), "Upload-Complete": complete ? "?1" : "?0"]))
+            appends += 1
+        }
+        #expect(appends == 200)
+        #expect(script.report?.isSuccessAnswer == true, "\(script.last)")
+        #expect(script.machine.progressed)
     }
 
     @Test("answers that never take the bytes end the attempt")

@@ -253,6 +253,30 @@ struct TusUploadMachineTests {
         #expect(message.contains("without confirming more"))
     }
 
+    @Test("a new upload after the old one was lost counts its own progress: its appends below the old offset are not idle")
+    func newUploadProgress() {
+        // Known at 900 of 2000; the server has forgotten it (404); the new one goes in 10-byte appends.
+        var script = TusScript(length: 2000, chunkSize: 10, known: ResumableUpload(url: "https://tus.example/files/old", offset: 900))
+        script.discover()
+        script.reply(TusScript.answer(404))
+        script.reply(TusScript.answer(201, ["Location": "/files/new"]))
+        var appends = 0
+        while case .append(_, let offset, let length, _) = script.last, appends < 500 {
+            script.reply(TusScript.answer(204, ["Upload-Offset": String(offset + length)]))
+            appends += 1
+        }
+        #expect(appends == 200)
+        #expect(script.report?.isSuccessAnswer == true, "\(script.last)")
+        #expect(script.machine.progressed)
+        // A new upload that confirms nothing before the attempt ends is no progress.
+        var stalled = TusScript(known: ResumableUpload(url: "https://tus.example/files/old", offset: 900))
+        stalled.discover()
+        stalled.reply(TusScript.answer(404))
+        stalled.reply(TusScript.answer(201, ["Location": "/files/new"]))
+        stalled.reply(.failed("reset", bytesSent: 0))
+        #expect(!stalled.machine.progressed)
+    }
+
     @Test("a server that keeps losing new uploads is bounded")
     func creationsBounded() {
         var script = TusScript()

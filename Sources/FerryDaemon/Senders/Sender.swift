@@ -86,6 +86,7 @@ extension SendResult {
         var report = result.report
         if case .sourceChanged(nil) = report { report = .sourceChanged(source.currentVersion) }
         self.init(report: report, bytesSent: result.bytesSent, progressed: result.progressed, upload: result.upload, recordsUpload: true)
+        answeredEarly = result.answeredEarly
     }
 
     /// The result of one plain request (multipart, put) whose body was `bodyLength` bytes; `source`:
