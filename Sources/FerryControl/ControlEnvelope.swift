@@ -26,6 +26,8 @@ public enum ControlProtocol {
 public enum JSONValue: Sendable, Hashable, Codable {
     case null
     case bool(Bool)
+    /// A whole number that fits 64 bits, kept exactly (an id of 2^53 + 1 is echoed as sent).
+    case integer(Int64)
     case number(Double)
     case string(String)
     case array([JSONValue])
@@ -37,6 +39,8 @@ public enum JSONValue: Sendable, Hashable, Codable {
             self = .null
         } else if let value = try? container.decode(Bool.self) {
             self = .bool(value)
+        } else if let value = try? container.decode(Int64.self) {
+            self = .integer(value)
         } else if let value = try? container.decode(Double.self) {
             self = .number(value)
         } else if let value = try? container.decode(String.self) {
@@ -53,6 +57,7 @@ public enum JSONValue: Sendable, Hashable, Codable {
         switch self {
         case .null: try container.encodeNil()
         case .bool(let value): try container.encode(value)
+        case .integer(let value): try container.encode(value)
         case .number(let value):
             if value.rounded() == value, abs(value) < 9_007_199_254_740_992 {
                 try container.encode(Int64(value))
@@ -85,7 +90,7 @@ public enum JSONValue: Sendable, Hashable, Codable {
         switch self {
         case .null: "null"
         case .bool: "a boolean"
-        case .number: "a number"
+        case .integer, .number: "a number"
         case .string: "a string"
         case .array: "an array"
         case .object: "an object"

@@ -75,12 +75,13 @@ final class ControlServer: Sendable {
     private func handle(_ connection: NIOAsyncChannel<ControlFrame, ByteBuffer>) async {
         let channel = connection.channel
         let busy = ConnectionActivity()
-        // Idle connections are closed, except while a long request (wait, watch) runs.
+        // Idle connections are closed, except while a long request (wait, watch) runs; so is one
+        // whose client has not read a reply for as long (pipelined requests, never read).
         let idle = access.idleTimeout
         let idleWatch = Task {
             while !Task.isCancelled {
                 try? await EventLoopSleep.sleep(for: min(idle, .seconds(1)))
-                if busy.idleFor >= idle {
+                if busy.idleFor >= idle || busy.writingFor >= idle {
                     channel.close(promise: nil)
                     return
                 }
@@ -106,7 +107,7 @@ final class ControlServer: Sendable {
 
         do {
             try await connection.executeThenClose { inbound, outbound in
-                let writer = ReplyWriter(outbound: outbound)
+                let writer = ReplyWriter(outbound: outbound, activity: busy)
                 if let refusal {
                     try await writer.send(ControlReply(id: nil, error: ControlError(.busy, refusal)))
                     return
@@ -116,7 +117,9 @@ final class ControlServer: Sendable {
                         "\(peer) may not use ferryd's control socket (control_read_only_for_others = false)")))
                     return
                 }
-                let session = ControlSession(peer: peer, writer: writer, onClose: { action in channel.closeFuture.whenComplete { _ in action() } })
+                let closing = ConnectionClosing()
+                channel.closeFuture.whenComplete { _ in closing.closed() }
+                let session = ControlSession(peer: peer, writer: writer, closing: closing)
                 for try await frame in inbound {
                     busy.begin()
                     let replies = await service.respond(to: frame, session: session)
@@ -186,10 +189,14 @@ final class ControlServer: Sendable {
 /// Writes reply lines to one connection.
 struct ReplyWriter: Sendable {
     let outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>
+    /// Where a write that waits for the client to read is seen (a client that never reads is closed).
+    var activity: ConnectionActivity?
 
     func send(_ reply: ControlReply) async throws {
         let line = (try? ControlJSON.line(reply))
             ?? Data(#"{"v":1,"id":null,"ok":false,"error":{"code":"internal","message":"cannot encode the reply"}}"#.utf8 + [0x0A])
+        activity?.writeBegan()
+        defer { activity?.writeEnded() }
         try await outbound.write(ByteBuffer(bytes: line))
     }
 }
@@ -198,13 +205,14 @@ struct ReplyWriter: Sendable {
 struct ControlSession: Sendable {
     let peer: ControlPeer
     let writer: ReplyWriter
-    /// Registers an action to run when the connection closes (the client went away).
-    let onClose: @Sendable (@escaping @Sendable () -> Void) -> Void
+    /// What runs when the connection closes (the client went away).
+    let closing: ConnectionClosing
 }
 
 /// Tracks whether a connection has a request in progress, and since when it has been idle.
 final class ConnectionActivity: Sendable {
     private let state = Mutex<(busy: Bool, since: ContinuousClock.Instant)>((false, .now))
+    private let writing = Mutex<ContinuousClock.Instant?>(nil)
 
     func begin() { state.withLock { $0 = (true, .now) } }
     func end() { state.withLock { $0 = (false, .now) } }
@@ -212,4 +220,10 @@ final class ConnectionActivity: Sendable {
     var idleFor: Duration {
         state.withLock { $0.busy ? .zero : .now - $0.since }
     }
+
+    func writeBegan() { writing.withLock { $0 = .now } }
+    func writeEnded() { writing.withLock { $0 = nil } }
+
+    /// How long the reply being written has waited for the client to read.
+    var writingFor: Duration { writing.withLock { $0.map { .now - $0 } ?? .zero } }
 }

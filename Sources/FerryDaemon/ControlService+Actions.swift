@@ -89,7 +89,7 @@ extension ControlService {
             if let cancelled = try await store.job(sequence: job.sequence ?? -1), cancelled.state == .cancelled, cancelled.disposedAt == nil,
                !activity.contains(cancelled) {
                 // Not in flight, so no pipeline does this: the cancel's follow-ups.
-                await followUps.run([.dispose, .endServerUpload], job: cancelled, recorded: cancelled,
+                await followUps.run([.dispose, .requeueIfLeft, .endServerUpload], job: cancelled, recorded: cancelled,
                                     spool: runtime.spool(named: cancelled.spool), log: logger)
             }
             return state
@@ -268,6 +268,12 @@ extension ControlService {
         var results: [ActionOutcome] = []
         var found: [(String, JobStore.DiscoveredFile)] = []
         for file in arguments.files {
+            // A NUL (JSON "\u0000") names no file: the system calls would stop at it, so that
+            // "..\u0000" passed the check below as a name and reached them as "..".
+            guard !file.utf8.contains(0) else {
+                results.append(ActionOutcome(id: file, ok: false, error: ControlError(.invalidArgument, "a file name cannot hold a NUL byte")))
+                continue
+            }
             let parts = file.split(separator: "/", omittingEmptySubsequences: false)
             guard !file.isEmpty, !file.hasPrefix("/"), !parts.contains(where: { $0.isEmpty || $0 == "." || $0 == ".." }),
                   spool.configuration.recursive || parts.count == 1 else {

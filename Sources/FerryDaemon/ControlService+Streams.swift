@@ -121,10 +121,11 @@ extension ControlService {
     ) async throws -> T {
         let wake = Doorbell()
         let gone = SetOnce()
-        session.onClose {
+        let closing = session.closing.register {
             gone.set()
             wake.ring()
         }
+        defer { session.closing.unregister(closing) }
         return try await withThrowingTaskGroup(of: Void.self) { group in
             let changes = store.changes.subscribe()
             group.addTask {

@@ -76,7 +76,11 @@ final class ControlService: Sendable {
                 "the request is not a JSON object on one line; send {\"v\":1,\"id\":1,\"cmd\":\"status\"}"))]
         }
         let id = object["id"]
-        guard case .number(let version)? = object["v"] else {
+        let version: Double
+        switch object["v"] {
+        case .integer(let value)?: version = Double(value)
+        case .number(let value)?: version = value
+        default:
             let problem = object["v"].map { "\"v\" is \($0.kindName); it must be the number of the protocol version" }
                 ?? "the request has no protocol version \"v\""
             return [ControlReply(id: id, error: ControlError(.badRequest, "\(problem); this daemon speaks version \(ControlProtocol.version)"))]
@@ -140,7 +144,11 @@ final class ControlService: Sendable {
         case .enqueue: return try ControlJSON.value(await enqueue(arguments.decode(EnqueueArguments.self)))
         case .retryHook: return try ControlJSON.value(await retryHook(arguments.decode(RetryHookArguments.self)))
         case .limit: return try ControlJSON.value(try limit(arguments.decode(LimitArguments.self)))
-        case .reload: return try ControlJSON.value(await runtime.reload(reason: "reload requested by \(session.peer)"))
+        case .reload:
+            guard let result = try await runtime.reload(reason: "reload requested by \(session.peer)") else {
+                throw ControlError(.conflict, "a reload is already in progress")
+            }
+            return try ControlJSON.value(result)
         case .wait: return try ControlJSON.value(await wait(arguments.decode(WaitArguments.self), session: session))
         case .watch:
             try await watch(arguments.decode(WatchArguments.self), id: id, session: session)

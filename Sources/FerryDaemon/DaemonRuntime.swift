@@ -22,6 +22,9 @@ final class DaemonRuntime: Sendable {
         var watchers: [String: SpoolWatcher] = [:]
         var reloader: (@Sendable (String) async throws -> ReloadResult)?
         var reloading = false
+        /// A SIGHUP came during a reload: one more follows it (the file may have changed since
+        /// that reload read it).
+        var reloadAgain = false
     }
     private let state: Mutex<State>
 
@@ -54,14 +57,32 @@ final class DaemonRuntime: Sendable {
     }
 
     /// Re-reads the configuration (one reload at a time).
-    func reload(reason: String) async throws -> ReloadResult {
-        let reloader = try state.withLock { state -> (@Sendable (String) async throws -> ReloadResult) in
+    /// With `againIfBusy` (SIGHUP), a reload asked for while one runs is made once that one ends
+    /// (and `nil` returned); else it is refused (`conflict`: `ferryctl reload` says so).
+    @discardableResult
+    func reload(reason: String, againIfBusy: Bool = false) async throws -> ReloadResult? {
+        let reloader = try state.withLock { state -> (@Sendable (String) async throws -> ReloadResult)? in
             guard let reloader = state.reloader else { throw ControlError(.unavailable, "ferryd is still starting; try again") }
-            guard !state.reloading else { throw ControlError(.conflict, "a reload is already in progress") }
+            if state.reloading {
+                guard againIfBusy else { throw ControlError(.conflict, "a reload is already in progress") }
+                state.reloadAgain = true
+                return nil
+            }
             state.reloading = true
             return reloader
         }
-        defer { state.withLock { $0.reloading = false } }
-        return try await reloader(reason)
+        guard let reloader else { return nil }
+        var why = reason
+        var outcome: Result<ReloadResult, any Error>
+        repeat {
+            do { outcome = .success(try await reloader(why)) } catch { outcome = .failure(error) }
+            why = "SIGHUP during a reload"
+        } while state.withLock { state in
+            // Checked and cleared with the end of the reload, so that no SIGHUP falls between.
+            defer { state.reloadAgain = false }
+            if !state.reloadAgain { state.reloading = false }
+            return state.reloadAgain
+        }
+        return try outcome.get()
     }
 }

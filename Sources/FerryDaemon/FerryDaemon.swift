@@ -199,7 +199,7 @@ public final class FerryDaemon: Service, Sendable {
     private func reloadOnHangup(_ hangups: UnixSignalsSequence, runtime: DaemonRuntime) async {
         for await _ in hangups {
             do {
-                _ = try await runtime.reload(reason: "SIGHUP")
+                try await runtime.reload(reason: "SIGHUP", againIfBusy: true)
             } catch let error as ControlError where error.code == .unavailable {
                 logger.warning("SIGHUP ignored: ferryd is still starting; send it again once it is ready")
             } catch {}

@@ -44,7 +44,8 @@ public struct MultipartPart: Sendable {
     /// The part's header block: `Content-Disposition`, `Content-Type` when present, and the empty line.
     ///
     /// `name` and `filename` are escaped as browsers do (WHATWG HTML, "multipart/form-data encoding
-    /// algorithm"): `"` → `%22`, CR → `%0D`, LF → `%0A`, and nothing else; other bytes, including
+    /// algorithm"): `"` → `%22`, CR → `%0D`, LF → `%0A`, and the other control bytes but tab the
+    /// same way (a browser never sends them; Go and busboy refuse them raw); other bytes, including
     /// non-ASCII UTF-8, are sent raw, and no RFC 5987 `filename*` parameter is added.
     func headerBytes() throws(MultipartError) -> [UInt8] {
         var header = Array("Content-Disposition: form-data; name=\"".utf8)
@@ -67,7 +68,7 @@ public struct MultipartPart: Sendable {
     }
 
     /// Escapes a `name` or `filename` parameter value the way browsers do: `"`, CR and LF
-    /// percent-encoded (WHATWG). A backslash goes as it is, as browsers send it, except where a
+    /// percent-encoded (WHATWG), and the other control bytes but tab. A backslash goes as it is, as browsers send it, except where a
     /// parser that reads quoted-pairs (Go's `mime`, Python's `email`, Werkzeug, python-multipart,
     /// Rack) would take it for an escape: before one of RFC 2045's tspecials, or last. There it
     /// is doubled, so that `photo\` is not read as an unterminated value (Go then drops the part,
@@ -80,6 +81,10 @@ public struct MultipartPart: Sendable {
             case 0x22: encoded += [0x25, 0x32, 0x32]  // " → %22
             case 0x0D: encoded += [0x25, 0x30, 0x44]  // CR → %0D
             case 0x0A: encoded += [0x25, 0x30, 0x41]  // LF → %0A
+            case 0x00...0x08, 0x0B...0x1F, 0x7F:
+                // Other controls (not tab): Go's textproto and busboy refuse the whole part header
+                // for a raw one, so they go as %XX too, the way browsers' escape reads.
+                encoded += [0x25, Self.hexDigits[Int(byte >> 4)], Self.hexDigits[Int(byte & 0x0F)]]
             default: encoded.append(byte)
             }
         }
@@ -92,6 +97,8 @@ public struct MultipartPart: Sendable {
         }
         return out
     }
+
+    static let hexDigits = Array("0123456789ABCDEF".utf8)
 
     /// RFC 2045's tspecials: after a backslash, quoted-pair readers take one of them for itself.
     static let tspecials: Set<UInt8> = Set("()<>@,;:\\\"/[]?=".utf8)

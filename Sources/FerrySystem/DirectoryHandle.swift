@@ -34,6 +34,14 @@ public final class DirectoryHandle: Sendable {
         return DirectoryHandle(descriptor: fd, rawPath: Array(path.utf8))
     }
 
+    /// Opens a directory by its raw path (bytes that need not be UTF-8: a path Ferry built from a
+    /// spool's names), following symlinks as ``open(_:)`` does.
+    public static func open(rawPath path: [UInt8]) throws(SystemError) -> DirectoryHandle {
+        let fd = path.withCString { Glibc.open($0, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
+        guard fd >= 0 else { throw .current("open directory", String(decoding: path, as: UTF8.self)) }
+        return DirectoryHandle(descriptor: fd, rawPath: path)
+    }
+
     /// Opens the directory at `components` below this one, refusing symlinks at every step.
     public func openSubdirectory(_ components: [[UInt8]]) throws(SystemError) -> DirectoryHandle {
         var current = self
@@ -292,9 +300,11 @@ public func makeDirectories(_ path: String, mode: mode_t = 0o750) throws(SystemE
 }
 
 extension Array where Element == UInt8 {
-    /// Calls `body` with the bytes as a NUL-terminated C string.
+    /// Calls `body` with the bytes as a NUL-terminated C string. Bytes holding a NUL name no file:
+    /// `body` gets the empty string, which every `*at` call refuses (ENOENT), rather than the
+    /// bytes before the NUL (`..\0x` would otherwise reach the kernel as `..`).
     public func withCString<R>(_ body: (UnsafePointer<CChar>) throws -> R) rethrows -> R {
-        var terminated = self
+        var terminated = contains(0) ? [] : self
         terminated.append(0)
         return try terminated.withUnsafeBufferPointer { buffer in
             try buffer.withMemoryRebound(to: CChar.self) { try body($0.baseAddress!) }

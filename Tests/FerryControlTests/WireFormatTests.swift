@@ -22,6 +22,14 @@ struct WireFormatTests {
         }
     }
 
+    @Test("Request ids are echoed as sent: 64-bit integers exactly, strings, fractions", arguments: [
+        "9007199254740993", "-9223372036854775808", "9223372036854775807", "7", "0", "1.5", #""abc""#, "null",
+    ])
+    func idsEchoed(id: String) throws {
+        let value = try ControlJSON.decoder.decode(JSONValue.self, from: Data(id.utf8))
+        #expect(try json(value) == id)
+    }
+
     @Test("Each enum's cases are the names on the wire")
     func names() throws {
         try expectNames(AttemptInfo.Outcome.self, ["success", "retry", "failure", "interrupted"])

@@ -112,6 +112,42 @@ struct ControlProtocolTests {
         }
     }
 
+    @Test("A client that sends requests and never reads the replies is closed after control_idle_timeout; others are served")
+    func neverReads() async throws {
+        try await withDaemonHarness(topLevel: ["control_idle_timeout = \"1s\""]) { harness in
+            try await harness.start()
+            let stuck = try RawControlSocket(path: harness.controlSocket)
+            let requests = 20_000
+            let lines = (0..<requests).map { #"{"v":1,"id":\#($0),"cmd":"status"}"# + "\n" }.joined()
+            // Blocks once ferryd stops reading (its replies wait for us); ends when ferryd closes.
+            let sender = Task.detached { try? stuck.send(lines) }
+            _ = await sender.value
+            var replies = 0
+            while try stuck.readLine(timeout: .seconds(30)) != nil { replies += 1 }
+            #expect(replies < requests, "the connection was closed before every reply was written")
+            let other = try RawControlSocket(path: harness.controlSocket)
+            #expect(try other.request(#"{"v":1,"id":1,"cmd":"health"}"#)["ok"] as? Bool == true)
+        }
+    }
+
+    @Test("enqueue refuses a name holding a NUL: \"..\\u0000\" is not \"..\" to the check and would be to the system calls")
+    func enqueueNUL() async throws {
+        try await withDaemonHarness(spools: [TestSpool(options: ["recursive = true"])]) { harness in
+            try await harness.start()
+            let outside = harness.directory.url("outside.txt")
+            try Data("not the spool's".utf8).write(to: URL(fileURLWithPath: outside))
+            let socket = try RawControlSocket(path: harness.controlSocket)
+            for name in [#"..\u0000/outside.txt"#, #"x\u0000y"#, #"\u0000"#] {
+                let reply = try socket.request(#"{"v":1,"id":1,"cmd":"enqueue","args":{"spool":"test","files":[""# + name + #""]}}"#)
+                let results = try #require((reply["result"] as? [String: Any])?["results"] as? [[String: Any]] ?? reply["results"] as? [[String: Any]], "\(reply)")
+                #expect(results.first?["ok"] as? Bool == false, "\(name): \(reply)")
+                #expect((results.first?["error"] as? [String: Any])?["code"] as? String == "invalid_argument", "\(name): \(reply)")
+            }
+            #expect(try await jobs(harness).isEmpty)
+            #expect(fileExists(outside))
+        }
+    }
+
     @Test("watch streams job events with increasing ids, and a reconnect with since replays what was missed")
     func watchReplay() async throws {
         try await withDaemonHarness { harness in

@@ -230,7 +230,7 @@ struct MultipartBodyTests {
 
 @Suite("Field name and file name escaping (WHATWG)")
 struct EscapingTests {
-    @Test("Only \", CR and LF are percent-encoded; a backslash is doubled only where a quoted-pair reader would misread it", arguments: [
+    @Test("\", CR, LF and the other controls but tab are percent-encoded; a backslash is doubled only where a quoted-pair reader would misread it", arguments: [
         ("plain.txt", "plain.txt"),
         ("quote\"d.txt", "quote%22d.txt"),
         ("line\nfeed", "line%0Afeed"),
@@ -246,9 +246,20 @@ struct EscapingTests {
         ("spaces  and\ttab", "spaces  and\ttab"),
         ("ünïcödé 日本 😀.jpg", "ünïcödé 日本 😀.jpg"),
         ("'single'", "'single'"),
+        // Other controls, which Go's textproto and busboy refuse raw in a header: %XX too.
+        ("scan\u{1B}.pdf", "scan%1B.pdf"),
+        ("a\u{01}b\u{7F}c\u{1F}d\u{0B}e\u{08}", "a%01b%7Fc%1Fd%0Be%08"),
     ])
     func escape(input: String, expected: String) {
         #expect(FerryMultipart.MultipartPart.escapeParameter(input) == Array(expected.utf8))
+    }
+
+    @Test("Every ASCII byte in a name escapes to bytes Go's textproto and busboy accept in a header (tab, 0x20–0x7E, UTF-8)")
+    func escapedBytesAreHeaderBytes() {
+        for scalar in (0...0x7F).compactMap(Unicode.Scalar.init) {
+            let escaped = FerryMultipart.MultipartPart.escapeParameter("a\(Character(scalar))b")
+            #expect(escaped.allSatisfy { $0 == 0x09 || (0x20...0x7E).contains($0) || $0 >= 0x80 }, "byte \(scalar.value)")
+        }
     }
 
     @Test("Escaped names survive an independent parser, raw UTF-8 and no filename*")
