@@ -73,8 +73,8 @@ extension SpoolConfiguration {
             RetryPolicy(reading: TableReader(table: $0, path: reader.path.appending("retry"), context: context))
         } ?? RetryPolicy()
         let caFile = reader.path("ca_file")
-        if let caFile, access(caFile, R_OK) != 0 {
-            context.report(reader.path.appending("ca_file"), "cannot read CA file \(caFile): \(lastErrorMessage())")
+        if let caFile, let problem = Self.caFileProblem(caFile) {
+            context.report(reader.path.appending("ca_file"), problem)
         }
         let connectTimeout = reader.duration("connect_timeout", minimum: .milliseconds(1)) ?? .seconds(10)
         let noProgressTimeout = reader.duration("no_progress_timeout", minimum: .seconds(1)) ?? .seconds(60)
@@ -152,11 +152,34 @@ extension SpoolConfiguration {
         return nil
     }
 
+    /// Why `path` cannot be the CA file (PEM certificates, as TLS reads them), if it cannot: else
+    /// every connection would fail, and be retried until max_age, for a file named wrong.
+    static func caFileProblem(_ path: String) -> String? {
+        guard access(path, R_OK) == 0 else { return "cannot read CA file \(path): \(lastErrorMessage())" }
+        var st = stat()
+        guard stat(path, &st) == 0, st.st_mode & S_IFMT == S_IFREG else { return "CA file \(path) is not a regular file" }
+        guard st.st_size <= 16 << 20, let data = FileManager.default.contents(atPath: path) else {
+            return "cannot read CA file \(path) (a PEM file of certificates, at most 16 MiB)"
+        }
+        guard data.range(of: Data("-----BEGIN CERTIFICATE-----".utf8)) != nil else {
+            return "CA file \(path) holds no PEM certificate (\"-----BEGIN CERTIFICATE-----\"); give the CA's certificate in PEM form (openssl x509 -inform der -in ca.der -out ca.pem)"
+        }
+        return nil
+    }
+
     /// `url`: an http(s) URL, naming the file only if the protocol allows it.
     private static func readURL(_ reader: TableReader, namesFile: Bool) -> ValueTemplate? {
         guard let text = reader.string("url", required: true) else { return nil }
         // Only a raw PUT names the file in its URL (WebDAV, object stores): {filename}, {relative_path}.
         let url = reader.template(text, key: "url", allowPlaceholders: namesFile)
+        if !namesFile, let name = ValueTemplate.Placeholder.allCases.first(where: { text.contains("{\($0.rawValue)}") }) {
+            // Else sent as literal text: every file to one URL with "{filename}" in it.
+            reader.context.report(reader.path.appending("url"), """
+                {\(name.rawValue)} in the URL is not replaced for this protocol: only protocol = "put" and "resumable" name \
+                the file in the URL (multipart sends it in the form, tus in its metadata, s3 in key)
+                """)
+            return nil
+        }
         if let url { checkURL(url, at: reader.path.appending("url"), context: reader.context) }
         if let url, url.placeholders.contains(.sha256) {
             reader.context.report(reader.path.appending("url"), "{sha256} cannot be used in a URL (it would mean reading the whole file before sending it); use {filename}, {relative_path}, {size}, {mtime} or {id}")

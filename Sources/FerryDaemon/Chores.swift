@@ -21,6 +21,8 @@ final class Chores: Sendable {
     /// The jobs in flight, whose dispositions their pipelines apply.
     let activity: ActiveJobs
     let disposer: Disposer
+    /// Queues the file at a path again (``JobFollowUps/requeue``).
+    let requeue: @Sendable (String, [UInt8]) async -> Void
     let bodies: BodyBuilder
     let logger: Logger
 
@@ -31,9 +33,11 @@ final class Chores: Sendable {
     let wakeScheduler: @Sendable () -> Void
 
     init(
-        store: JobStore, runtime: DaemonRuntime, activity: ActiveJobs, disposer: Disposer, bodies: BodyBuilder, logger: Logger,
+        store: JobStore, runtime: DaemonRuntime, activity: ActiveJobs, disposer: Disposer,
+        requeue: @escaping @Sendable (String, [UInt8]) async -> Void = { _, _ in }, bodies: BodyBuilder, logger: Logger,
         wakeScheduler: @escaping @Sendable () -> Void = {}
     ) {
+        self.requeue = requeue
         self.wakeScheduler = wakeScheduler
         self.store = store
         self.runtime = runtime
@@ -106,9 +110,10 @@ final class Chores: Sendable {
             after = last.sequence ?? after
             for job in jobs where !activity.contains(job) {
                 guard let spool = runtime.spool(named: job.spool) else { continue }
-                if await disposer.dispose(job, spool: spool.configuration, files: spool.files) != nil {
-                    bodies.remove(for: job)
-                }
+                guard let result = await disposer.dispose(job, spool: spool.configuration, files: spool.files) else { continue }
+                bodies.remove(for: job)
+                // A new version in the old one's place: queued now, not at the next rescan.
+                if result.disposition == .left { await requeue(job.spool, job.relativePath) }
             }
         }
     }

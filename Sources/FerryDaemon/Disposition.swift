@@ -109,7 +109,7 @@ struct Disposer: Sendable {
         case .left where job.state == .done:
             log.notice("the file changed after it was uploaded; left in place and queued again")
         case .left:
-            log.warning("the file was replaced before it could be moved aside; the new one is left in place", metadata: ["reason": "\(job.lastError ?? "")"])
+            log.warning("the file was replaced before it could be moved aside; the new one is left in place and queued", metadata: ["reason": "\(job.lastError ?? "")"])
         case .missing where job.state == .failed:
             log.warning("upload failed and the file is no longer in the spool (deleted or renamed away)", metadata: ["reason": "\(job.lastError ?? "")"])
         default:

@@ -25,7 +25,8 @@ public struct AttemptDecision: Sendable, Equatable {
         case clearLocalProblem
         /// Apply the job's disposition: `after_upload`, or the move to `failed_directory` with its sidecar.
         case dispose
-        /// After a delivery, a file the disposer had to leave (it changed meanwhile) is queued again.
+        /// A file the disposer had to leave (it changed meanwhile: a new version) is queued again,
+        /// after a delivery and after a failure alike.
         case requeueIfLeft
         /// Ask the server to forget the job's unfinished resumable upload (cancelled, superseded, or given up), so no
         /// orphaned upload (S3 parts that are billed) is left behind.

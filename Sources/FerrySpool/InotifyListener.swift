@@ -60,10 +60,11 @@ final class InotifyListener: @unchecked Sendable {
 
     /// Watches the directory at `path` and returns the watch descriptor. Unless `followSymlink`,
     /// a symlink at `path` is refused.
-    func watch(_ path: String, followSymlink: Bool = false) throws(SystemError) -> Int32 {
+    func watch(_ path: [UInt8], followSymlink: Bool = false) throws(SystemError) -> Int32 {
         let mask = followSymlink ? Self.directoryMask & ~CFERRY_IN_DONT_FOLLOW : Self.directoryMask
-        let wd = cferry_inotify_add_watch(descriptor, path, mask)
-        guard wd >= 0 else { throw .current("watch", path) }
+        // Raw bytes: a directory whose name is not UTF-8 is watched under its own name.
+        let wd = path.withCString { cferry_inotify_add_watch(descriptor, $0, mask) }
+        guard wd >= 0 else { throw .current("watch", String(decoding: path, as: UTF8.self)) }
         return wd
     }
 

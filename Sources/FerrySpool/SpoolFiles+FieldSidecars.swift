@@ -81,7 +81,7 @@ extension SpoolFiles {
               status.kind == .regular, status.version == expected else { return }
         if let movedTo {
             let finalName = movedTo.split(separator: UInt8(ascii: "/")).last.map(Array.init) ?? movedTo
-            let destination = try DirectoryHandle.open(String(decoding: movedTo.dropLast(finalName.count), as: UTF8.self))
+            let destination = try DirectoryHandle.open(rawPath: Array(movedTo.dropLast(finalName.count)))
             guard let bytes = parent.readPrefix(name, limit: Int(status.size) + 1), bytes.count == Int(status.size) else {
                 throw SystemError(operation: "read", path: parent.childPath(name), code: EIO)
             }

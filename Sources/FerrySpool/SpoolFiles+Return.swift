@@ -35,11 +35,11 @@ extension SpoolFiles {
         let sourceName = movedPath.split(separator: UInt8(ascii: "/")).last.map(Array.init) ?? []
         let parts = relativePath.split(separator: UInt8(ascii: "/")).map(Array.init)
         guard !sourceName.isEmpty, let name = parts.last else { throw .missing(displayName(movedPath)) }
-        let sourceDirectory = String(decoding: movedPath.dropLast(sourceName.count + 1), as: UTF8.self)
+        let sourceDirectory = Array(movedPath.dropLast(sourceName.count + 1))
         let source: DirectoryHandle
         let destination: DirectoryHandle
         do {
-            source = try DirectoryHandle.open(sourceDirectory.isEmpty ? "/" : sourceDirectory)
+            source = try DirectoryHandle.open(rawPath: sourceDirectory.isEmpty ? Array("/".utf8) : sourceDirectory)
             destination = try DirectoryHandle.open(directory).openOrCreateSubdirectory(Array(parts.dropLast()))
         } catch {
             throw .system(error)

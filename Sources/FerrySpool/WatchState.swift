@@ -94,6 +94,8 @@ struct WatchState {
         var batch: [SpoolFile] = []
         await scan(root, relative: [], excluding: excludedNow, batch: &batch, deliver: deliver)
         if !batch.isEmpty { await deliver(batch) }
+        // Counted from the end: a scan longer than the interval is not followed at once by the next.
+        nextRescan = .now + (fallbackRescan ? .seconds(2) : settings.rescanInterval)
         logger.debug("spool scanned", metadata: ["spool": "\(settings.name)"])
     }
 
@@ -157,7 +159,7 @@ struct WatchState {
     @discardableResult
     private mutating func watchDirectory(_ relative: [UInt8]) -> Bool {
         guard let listener else { return false }
-        let path = relative.isEmpty ? settings.directory : settings.directory + "/" + String(decoding: relative, as: UTF8.self)
+        let path = relative.isEmpty ? Array(settings.directory.utf8) : Array(settings.directory.utf8) + [UInt8(ascii: "/")] + relative
         do {
             // The configured spool path may itself be a symlink (the administrator's choice); below
             // it, nothing is followed.
@@ -301,7 +303,7 @@ struct WatchState {
     /// The watch descriptor the kernel has for the directory now at `relative`, if any.
     private func watchedAt(_ relative: [UInt8]) -> Int32? {
         guard let listener else { return nil }
-        let path = settings.directory + "/" + String(decoding: relative, as: UTF8.self)
+        let path = Array(settings.directory.utf8) + [UInt8(ascii: "/")] + relative
         // Adding a watch for an inode already watched only returns its descriptor.
         return try? listener.watch(path)
     }

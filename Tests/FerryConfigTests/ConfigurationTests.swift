@@ -447,6 +447,43 @@ struct TemplateTests {
         #expect(found.first?.message.hasPrefix("unknown placeholder \"{name}\"; the placeholders are {filename} {size} {mtime} {sha256} {relative_path} {id}") == true)
     }
 
+    @Test("A file placeholder in the URL of a protocol that does not name the file there is an error, not literal text", arguments: ["multipart", "tus"])
+    func urlPlaceholderRefused(uploadProtocol: String) {
+        let text = """
+            [[spool]]
+            name = "media"
+            directory = "/srv/spool"
+            url = "https://tus.example/files/{filename}"
+            protocol = "\(uploadProtocol)"
+            """
+        let found = issues(text)
+        #expect(found.count == 1)
+        #expect(found.first?.message.hasPrefix("{filename} in the URL is not replaced for this protocol") == true, "\(found)")
+        #expect(found.first?.line == 4)
+        // A literal brace pair that names no placeholder is the URL's own text, as before.
+        #expect((try? loader().parse(minimalSpool.replacingOccurrences(of: "/upload", with: "/upload/{x}"), path: "/x.toml")) != nil)
+    }
+
+    @Test("ca_file must hold a PEM certificate: a directory, an empty file or a key alone is refused at load, naming the key")
+    func caFileChecked() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ferry-ca-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: false)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let files = [
+            "empty.pem": "",
+            "key.pem": "-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIA==\n-----END PRIVATE KEY-----\n",
+            "ca.pem": "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n",
+        ]
+        for (name, text) in files { try Data(text.utf8).write(to: URL(fileURLWithPath: directory + "/" + name)) }
+        for (path, problem) in [(directory, "is not a regular file"), (directory + "/empty.pem", "holds no PEM certificate"),
+                                (directory + "/key.pem", "holds no PEM certificate"), (directory + "/none.pem", "cannot read CA file")] {
+            let found = issues(minimalSpool + "\nca_file = \"\(path)\"")
+            #expect(found.first?.keyPath == "spool[0].ca_file", "\(found)")
+            #expect(found.first?.message.contains(problem) == true, "\(path): \(found)")
+        }
+        #expect((try? loader().parse(minimalSpool + "\nca_file = \"\(directory)/ca.pem\"", path: "/x.toml")) != nil)
+    }
+
     @Test("Secrets come from the environment, files and systemd credentials")
     func secretSources() throws {
         let configuration = try loader(

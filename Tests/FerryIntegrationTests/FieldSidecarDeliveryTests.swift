@@ -142,6 +142,41 @@ struct FieldSidecarDeliveryTests {
         }
     }
 
+    @Test("A sidecar in a subdirectory whose name is not UTF-8 is moved beside its file, and the job is disposed of")
+    func sidecarMovedUnderNonUTF8Directory() async throws {
+        var spool = Self.spool
+        spool.options += ["after_upload = \"move\"", "recursive = true"]
+        try await withDaemonHarness(spools: [spool]) { harness in
+            try await harness.start()
+            let directory: [UInt8] = Array((harness.spoolPath() + "/caf").utf8) + [0xE9]
+            func write(_ path: [UInt8], _ bytes: [UInt8]) throws {
+                let temporary = directory + Array("/.incoming".utf8)
+                let fd = (temporary + [0]).withUnsafeBufferPointer { $0.withMemoryRebound(to: CChar.self) { open($0.baseAddress!, O_WRONLY | O_CREAT | O_EXCL, 0o644) } }
+                guard fd >= 0 else { throw TestFailure("open: \(errno)") }
+                _ = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+                close(fd)
+                let renamed = (temporary + [0]).withUnsafeBufferPointer { old in (path + [0]).withUnsafeBufferPointer { new in
+                    old.withMemoryRebound(to: CChar.self) { o in new.withMemoryRebound(to: CChar.self) { rename(o.baseAddress!, $0.baseAddress!) } } } }
+                guard renamed == 0 else { throw TestFailure("rename: \(errno)") }
+            }
+            let made = (directory + [0]).withUnsafeBufferPointer { $0.withMemoryRebound(to: CChar.self) { mkdir($0.baseAddress!, 0o755) } }
+            #expect(made == 0)
+            try write(directory + Array("/photo.jpg.fields.toml".utf8), Array(Self.heronSidecar.utf8))
+            try write(directory + Array("/photo.jpg".utf8), pseudoRandomBytes(3000, seed: 2204))
+            try await harness.waitForAccepted(1)
+            try await waitUntil("the job to be disposed of\n\(harness.daemon?.log ?? "")") {
+                try await jobs(harness).first?.disposedAt != nil
+            }
+            let sent = Array((harness.spoolPath() + "/.sent/caf").utf8) + [0xE9]
+            for name in ["/photo.jpg", "/photo.jpg.fields.toml"] {
+                var st = stat()
+                let found = (sent + Array(name.utf8) + [0]).withUnsafeBufferPointer { $0.withMemoryRebound(to: CChar.self) { lstat($0.baseAddress!, &st) } }
+                #expect(found == 0, "\(name) is in the sent directory")
+            }
+            #expect(harness.receiver.acceptedRequests.first?.fields.map(\.name) == ["source", "visibility", "description"])
+        }
+    }
+
     @Test("A malformed sidecar (bad TOML; a ${env:…} reference) keeps its file unsent: both go to failed_directory, the .error.json says why, with the line")
     func malformedSidecarRejected() async throws {
         try await withDaemonHarness(spools: [Self.spool]) { harness in

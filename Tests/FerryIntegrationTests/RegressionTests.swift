@@ -112,6 +112,24 @@ struct RegressionTests {
         }
     }
 
+    @Test("A subdirectory whose name is not UTF-8 is watched: a file renamed into it is sent at once, not at the next rescan")
+    func nonUTF8SubdirectoryWatched() async throws {
+        try await withDaemonHarness(spools: [TestSpool(options: ["recursive = true"])], topLevel: ["rescan_interval = \"1h\""]) { harness in
+            try await harness.start()
+            let directory: [UInt8] = [0x64, 0xFF]  // "d\xFF"
+            let made = (Array(harness.spoolPath().utf8) + [UInt8(ascii: "/")] + directory + [0]).withUnsafeBufferPointer {
+                $0.withMemoryRebound(to: CChar.self) { mkdir($0.baseAddress!, 0o755) }
+            }
+            #expect(made == 0)
+            // The first file is found by the look at the new directory; the second only by its watch.
+            try dropRawName(directory + Array("/first.bin".utf8), Array("one".utf8), in: harness.spoolPath())
+            try await harness.waitForAccepted(1)
+            try dropRawName(directory + Array("/second.bin".utf8), Array("two".utf8), in: harness.spoolPath())
+            try await harness.waitForAccepted(2)
+            #expect(harness.daemon?.log.contains("cannot watch a subdirectory") == false)
+        }
+    }
+
     @Test("A spool directory that is itself a symlink is watched")
     func symlinkedSpoolRoot() async throws {
         try await withDaemonHarness(topLevel: ["rescan_interval = \"1h\""]) { harness in
