@@ -66,10 +66,11 @@ extension ConfigurationLoader {
                 context.report(reader.path.appending("storage_class"), "\"\(storageClass)\" is not a storage class such as \"STANDARD\" or \"STANDARD_IA\"")
             }
             // The URL is read by the spool; its host decides the default addressing.
-            let host = reader.string("url").flatMap { URLComponents(string: $0)?.host?.lowercased() } ?? ""
+            let url = Self.resolvedURL(reader)
+            let host = url.flatMap { URLComponents(string: $0)?.host?.lowercased() } ?? ""
             // A bucket with dots cannot be a TLS host name under AWS's wildcard certificates
             // (*.s3.region.amazonaws.com covers one label): such a bucket is reached by path, as the SDKs do.
-            let https = reader.string("url")?.lowercased().hasPrefix("https:") ?? false
+            let https = url?.lowercased().hasPrefix("https:") ?? false
             let dotted = bucket?.contains(".") ?? false
             let resolvedAddressing = addressing ?? (host.hasSuffix(".amazonaws.com") && !(https && dotted) ? .virtual : .path)
             if addressing == .virtual, https, dotted, host.hasSuffix(".amazonaws.com") {
@@ -148,9 +149,15 @@ extension ConfigurationLoader {
             }
         }
 
+        /// The URL as sent, its `${…}` secrets resolved (a secret's problems are the spool's to report).
+        private static func resolvedURL(_ reader: TableReader) -> String? {
+            guard let raw = reader.string("url") else { return nil }
+            return (try? reader.context.templates.parse(raw, allowPlaceholders: false).get())?.text ?? raw
+        }
+
         /// `url` is the endpoint: a scheme and host, no path, query or user.
         private static func checkEndpoint(_ reader: TableReader) {
-            guard let text = reader.string("url"), let components = URLComponents(string: text) else { return }
+            guard let text = resolvedURL(reader), let components = URLComponents(string: text) else { return }
             if !(components.path.isEmpty || components.path == "/") || components.query != nil || components.user != nil {
                 reader.context.report(reader.path.appending("url"), "for protocol \"s3\", url is the endpoint only (such as \"https://s3.eu-west-1.amazonaws.com\" or \"http://127.0.0.1:9000\"): no path, query or user; the bucket and key have keys of their own")
             }

@@ -52,7 +52,7 @@ extension SpoolConfiguration {
             if let algorithm = DigestAlgorithm(rawValue: text.lowercased()) {
                 switch uploadProtocol {
                 case .s3:
-                    context.report(reader.path.appending("digest"), "digest does not apply to protocol \"s3\": S3 checks every part with its own checksum (checksum_algorithm)")
+                    context.report(reader.path.appending("digest"), "digest does not apply to protocol \"s3\": S3 checks every part with its own checksum (the key checksum: \"crc32c\", \"sha256\" or \"none\")")
                 case .resumable:
                     context.report(reader.path.appending("digest"), "digest is not supported with protocol \"resumable\" yet; use \"multipart\", \"put\" or \"tus\"")
                 default:

@@ -228,7 +228,8 @@ extension SpoolConfiguration {
         for element in array {
             guard let text = element.string, let origin = HTTPOrigin(url: text),
                   let components = URLComponents(string: text), components.path.isEmpty || components.path == "/",
-                  components.query == nil, components.user == nil else {
+                  components.query == nil, components.user == nil, components.fragment == nil,
+                  components.port.map({ (1...65535).contains($0) }) ?? true else {
                 reader.context.report(path, "\(element.string.map { "\"\(ValueTemplate.shownInMessages($0))\"" } ?? "an element") is not an origin; write it as \"https://host\" or \"https://host:port\", without a path")
                 continue
             }
@@ -263,10 +264,14 @@ extension SpoolConfiguration {
         let context = reader.context
         var headers: [NamedValue] = []
         let headersPath = reader.path.appending("headers")
+        var seen: [String: String] = [:]
         for key in table.keys {
             let keyPath = headersPath.appending(key)
             guard let text = context.scalarText(table[key], at: keyPath) else { continue }
-            if !isToken(key) {
+            if let first = seen.updateValue(key, forKey: key.lowercased()) {
+                // Header names are case-insensitive: both would be sent.
+                context.report(keyPath, "header \(key) is also given as \(first); header names ignore case, so give it once")
+            } else if !isToken(key) {
                 context.report(keyPath, "\"\(key)\" is not a valid header name")
             } else if reservedHeaders.contains(key.lowercased()) {
                 context.report(keyPath, "header \(key) is set by Ferry and cannot be configured")

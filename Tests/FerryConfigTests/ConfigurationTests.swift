@@ -178,6 +178,21 @@ struct ConfigurationTests {
         #expect(found.first?.message == "header \(name) is set by Ferry and cannot be configured")
     }
 
+    @Test("A header given twice in different case is refused (both would be sent)")
+    func headerTwiceInCase() {
+        let found = issues("\(minimalSpool)\n[spool.headers]\nAuthorization = \"Bearer a\"\nauthorization = \"Bearer b\"")
+        #expect(found.count == 1)
+        #expect(found.first?.message.contains("header names ignore case, so give it once") == true, "\(found)")
+    }
+
+    @Test("send_headers_to takes origins only: a port out of range or a fragment is refused", arguments: [
+        "https://cdn.example:0", "https://cdn.example:99999", "https://cdn.example#x", "https://cdn.example/path",
+    ])
+    func sendHeadersToOrigins(origin: String) {
+        let found = issues("\(minimalSpool)\nsend_headers_to = [\"\(origin)\"]")
+        #expect(found.first?.message.contains("is not an origin") == true, "\(found)")
+    }
+
     @Test("Missing required keys are named")
     func requiredKeys() {
         let found = issues("""

@@ -67,6 +67,17 @@ struct S3ConfigurationTests {
         #expect(!emptySecret.joined().contains("wJalr"))
     }
 
+    @Test("a url from a secret is checked and sets the default addressing as a written one does")
+    func urlFromSecret() throws {
+        let spool = Self.s3Spool.replacingOccurrences(of: "url = \"https://s3.eu-west-1.amazonaws.com\"", with: "url = \"${env:S3_ENDPOINT}\"")
+        let aws = try loader(environment: Self.environment.merging(["S3_ENDPOINT": "https://s3.eu-west-1.amazonaws.com"]) { $1 })
+            .parse(spool, path: "/etc/ferry/ferry.toml")
+        #expect(aws.spools.first?.s3?.addressing == .virtual)
+        let withPath = issues(spool, loader: loader(environment: Self.environment.merging(["S3_ENDPOINT": "https://s3.eu-west-1.amazonaws.com/x?y=1"]) { $1 }))
+        #expect(withPath.map(\.description).contains { $0.contains("url is the endpoint only") }, "\(withPath)")
+        #expect(!withPath.map(\.description).contains { $0.contains("x?y=1") }, "a secret's value is not quoted")
+    }
+
     @Test("the endpoint has no path; virtual addressing needs a DNS bucket name; metadata names are lowercase")
     func endpointAndNames() {
         let withPath = issues(Self.s3Spool.replacingOccurrences(of: "amazonaws.com\"", with: "amazonaws.com/acme-archives\""),
