@@ -161,7 +161,8 @@ extension SpoolConfiguration {
         guard st.st_size <= 16 << 20, let data = FileManager.default.contents(atPath: path) else {
             return "cannot read CA file \(path) (a PEM file of certificates, at most 16 MiB)"
         }
-        guard data.range(of: Data("-----BEGIN CERTIFICATE-----".utf8)) != nil else {
+        // CERTIFICATE, X509 CERTIFICATE or TRUSTED CERTIFICATE, as OpenSSL's loaders read them.
+        guard data.range(of: Data("CERTIFICATE-----".utf8)) != nil else {
             return "CA file \(path) holds no PEM certificate (\"-----BEGIN CERTIFICATE-----\"); give the CA's certificate in PEM form (openssl x509 -inform der -in ca.der -out ca.pem)"
         }
         return nil

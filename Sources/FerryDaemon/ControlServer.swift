@@ -76,7 +76,7 @@ final class ControlServer: Sendable {
         let channel = connection.channel
         let busy = ConnectionActivity()
         // Idle connections are closed, except while a long request (wait, watch) runs; so is one
-        // whose client has not read a reply for as long (pipelined requests, never read).
+        // whose client has not read a reply for as long (requests pipelined, replies never read).
         let idle = access.idleTimeout
         let idleWatch = Task {
             while !Task.isCancelled {
@@ -107,7 +107,7 @@ final class ControlServer: Sendable {
 
         do {
             try await connection.executeThenClose { inbound, outbound in
-                let writer = ReplyWriter(outbound: outbound, activity: busy)
+                let writer = ReplyWriter(outbound: outbound)
                 if let refusal {
                     try await writer.send(ControlReply(id: nil, error: ControlError(.busy, refusal)))
                     return
@@ -123,7 +123,11 @@ final class ControlServer: Sendable {
                 for try await frame in inbound {
                     busy.begin()
                     let replies = await service.respond(to: frame, session: session)
+                    // A reply the client does not read for control_idle_timeout closes the
+                    // connection (a stream's events, which wait on a slow reader, do not).
+                    busy.writeBegan()
                     for reply in replies { try await writer.send(reply) }
+                    busy.writeEnded()
                     busy.end()
                 }
             }
@@ -189,14 +193,10 @@ final class ControlServer: Sendable {
 /// Writes reply lines to one connection.
 struct ReplyWriter: Sendable {
     let outbound: NIOAsyncChannelOutboundWriter<ByteBuffer>
-    /// Where a write that waits for the client to read is seen (a client that never reads is closed).
-    var activity: ConnectionActivity?
 
     func send(_ reply: ControlReply) async throws {
         let line = (try? ControlJSON.line(reply))
             ?? Data(#"{"v":1,"id":null,"ok":false,"error":{"code":"internal","message":"cannot encode the reply"}}"#.utf8 + [0x0A])
-        activity?.writeBegan()
-        defer { activity?.writeEnded() }
         try await outbound.write(ByteBuffer(bytes: line))
     }
 }

@@ -89,7 +89,7 @@ extension ControlService {
             if let cancelled = try await store.job(sequence: job.sequence ?? -1), cancelled.state == .cancelled, cancelled.disposedAt == nil,
                !activity.contains(cancelled) {
                 // Not in flight, so no pipeline does this: the cancel's follow-ups.
-                await followUps.run([.dispose, .requeueIfLeft, .endServerUpload], job: cancelled, recorded: cancelled,
+                await followUps.run([.dispose, .endServerUpload, .requeueIfLeft], job: cancelled, recorded: cancelled,
                                     spool: runtime.spool(named: cancelled.spool), log: logger)
             }
             return state

@@ -72,10 +72,13 @@ final class DaemonRuntime: Sendable {
             return reloader
         }
         guard let reloader else { return nil }
+        // The caller is told of its own reload; the ones a SIGHUP asked for meanwhile follow it.
         var why = reason
-        var outcome: Result<ReloadResult, any Error>
+        var first: Result<ReloadResult, any Error>?
         repeat {
+            let outcome: Result<ReloadResult, any Error>
             do { outcome = .success(try await reloader(why)) } catch { outcome = .failure(error) }
+            if first == nil { first = outcome }
             why = "SIGHUP during a reload"
         } while state.withLock { state in
             // Checked and cleared with the end of the reload, so that no SIGHUP falls between.
@@ -83,6 +86,6 @@ final class DaemonRuntime: Sendable {
             if !state.reloadAgain { state.reloading = false }
             return state.reloadAgain
         }
-        return try outcome.get()
+        return try first?.get()
     }
 }

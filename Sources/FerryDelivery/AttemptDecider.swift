@@ -56,7 +56,7 @@ public enum AttemptDecider {
             return localFailure(reason, input, random: &random)
         case .sourceGone(let reason):
             return AttemptDecision(
-                record: .failure(reason), followUps: [.clearLocalProblem, .dispose, .requeueIfLeft, .endServerUpload], counted: nil,
+                record: .failure(reason), followUps: [.clearLocalProblem, .dispose, .endServerUpload, .requeueIfLeft], counted: nil,
                 log: LogEntry(.warning, "cannot upload the file", ["reason": reason]))
         case .sourceChanged(let identity):
             return changed(to: identity ?? input.job.identity, input)
@@ -129,7 +129,7 @@ public enum AttemptDecider {
                 record: .attempt(.failed(
                     error: describe(answer) + (answer.hint.map { " (\($0))" } ?? ""), status: answer.status, body: answer.body,
                     contentType: answer.contentType, headers: kept)),
-                followUps: [.clearLocalProblem, .dispose, .requeueIfLeft, .endServerUpload], counted: input.requested ? .failed : nil,
+                followUps: [.clearLocalProblem, .dispose, .endServerUpload, .requeueIfLeft], counted: input.requested ? .failed : nil,
                 log: LogEntry(.error, "upload rejected; not retrying", metadata))
         }
     }
@@ -179,7 +179,7 @@ public enum AttemptDecider {
                 headers: answer?.headers(named: input.keptHeaders) ?? []))
             : .failure(reason)
         return AttemptDecision(
-            record: record, followUps: [.clearLocalProblem, .dispose, .requeueIfLeft, .endServerUpload], counted: input.requested ? .failed : nil,
+            record: record, followUps: [.clearLocalProblem, .dispose, .endServerUpload, .requeueIfLeft], counted: input.requested ? .failed : nil,
             log: LogEntry(.error, "giving up on the file", ["reason": reason]))
     }
 
@@ -233,7 +233,7 @@ public enum AttemptDecider {
                 log: LogEntry(.notice, "upload stopped: the job is on hold", ["reason": reason]))
         case .cancel(let reason):
             return AttemptDecision(
-                record: .attempt(.cancelled(reason: reason)), followUps: [.clearLocalProblem, .dispose, .requeueIfLeft, .endServerUpload], counted: counted,
+                record: .attempt(.cancelled(reason: reason)), followUps: [.clearLocalProblem, .dispose, .endServerUpload, .requeueIfLeft], counted: counted,
                 log: LogEntry(.notice, "upload stopped: the job is cancelled", ["reason": reason]))
         case nil:
             return AttemptDecision(

@@ -7,10 +7,6 @@ struct ProgressBound: Sendable {
     private var best: Int64
     /// Requests since the offset last moved past its best.
     private(set) var requestsWithoutProgress = 0
-    /// Whether any request of the attempt confirmed bytes past the best before it: the attempt
-    /// moved the upload on (a new upload's first bytes count).
-    private(set) var advanced = false
-
     init(start: Int64) { best = start }
 
     /// Counts a request that confirmed `offset`, or nothing (`nil`).
@@ -18,7 +14,6 @@ struct ProgressBound: Sendable {
         if let offset, offset > best {
             best = offset
             requestsWithoutProgress = 0
-            advanced = true
         } else {
             requestsWithoutProgress += 1
         }
@@ -26,11 +21,11 @@ struct ProgressBound: Sendable {
 
     /// Counts the creation of a new upload that holds `offset` bytes: the best is then that
     /// upload's, not the lost one's (whose offset its appends would otherwise have to pass before
-    /// they counted). Creations have their own bound.
+    /// they counted). Creations have their own bound. (Whether the attempt moved the upload on,
+    /// which resets the retry count, is the machines' to say: past the offset it began at.)
     mutating func restart(at offset: Int64) {
         best = offset
         requestsWithoutProgress = 0
-        if offset > 0 { advanced = true }
     }
 
     /// Why the attempt ends here, if the bound is reached.

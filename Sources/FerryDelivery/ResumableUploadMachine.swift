@@ -45,6 +45,9 @@ public struct ResumableUploadMachine: Sendable {
     /// The server's limits as last announced.
     public private(set) var limit = UploadLimit()
     private var notices: [Notice] = []
+    private let initialUpload: ResumableUpload?
+    /// Whether the known upload was past its recorded expiry when the attempt began.
+    private var pastRecordedExpiry = false
     private let now: Date
     private var phase = Phase.ready
     /// Whether the server is known to offer resumable uploads at the endpoint.
@@ -68,12 +71,13 @@ public struct ResumableUploadMachine: Sendable {
     public init(settings: Settings, known: ResumableUpload?, now: Date) {
         self.settings = settings
         upload = known
+        initialUpload = known
         progress = ProgressBound(start: known?.offset ?? 0)
         self.now = now
     }
 
     /// Whether the attempt moved the confirmed offset past where it began.
-    public var progressed: Bool { progress.advanced }
+    public var progressed: Bool { (upload?.offset ?? 0) > (initialUpload?.offset ?? 0) }
 
     /// The notices since the last call.
     public mutating func takeNotices() -> [Notice] {
@@ -87,7 +91,8 @@ public struct ResumableUploadMachine: Sendable {
         guard case .ready = phase else { preconditionFailure("start() called twice") }
         // An upload past its recorded expiry is asked about all the same: the draft's lifetime
         // counts from each answer, the record's from an attempt's start, and the server knows
-        // (404 or 410: a new upload).
+        // (404 or 410, or a 403 for one it no longer knows: a new upload).
+        if let expires = upload?.expires, expires <= now { pastRecordedExpiry = true }
         if let upload {
             // The server offered resumption when the upload was made: ask where it stands.
             offered = true
@@ -168,9 +173,10 @@ public struct ResumableUploadMachine: Sendable {
     public mutating func offsetAsked(_ response: Response) -> Action {
         guard case .askingOffset(let asked) = phase else { preconditionFailure("offsetAsked() outside HEAD") }
         guard case .answer(let status, let headers, let body, _) = response else { return ended(response) }
-        // The draft says 404 for an upload the server no longer has (410 for one it ended); a
-        // 403 is a refusal (a rotated token): the upload is kept for an attempt once it is fixed.
-        if [404, 410].contains(status) {
+        // The draft says 404 for an upload the server no longer has (410 for one it ended). A 403
+        // is the server's refusal (a rotated token), the attempt's answer, unless the upload was
+        // past its recorded expiry: then it is taken for one the server has forgotten.
+        if [404, 410].contains(status) || (status == 403 && pastRecordedExpiry) {
             notices.append(.lost(status: status))
             upload = nil
             progress.count(offset: nil)

@@ -122,7 +122,7 @@ public struct TusUploadMachine: Sendable {
     }
 
     /// Whether the attempt moved the confirmed offset past where it began.
-    public var progressed: Bool { progress.advanced }
+    public var progressed: Bool { (upload?.offset ?? 0) > (initialUpload?.offset ?? 0) }
 
     /// The notices since the last call.
     public mutating func takeNotices() -> [Notice] {

@@ -66,7 +66,7 @@ func httpDate(_ date: Date) -> String {
 }
 
 /// A job that fails for good: its file goes aside and its server-side upload (tus, S3 parts) is ended.
-let removes: [AttemptDecision.FollowUp] = [.clearLocalProblem, .dispose, .requeueIfLeft, .endServerUpload]
+let removes: [AttemptDecision.FollowUp] = [.clearLocalProblem, .dispose, .endServerUpload, .requeueIfLeft]
 let fiveAttempts = RetryPolicy(initialDelay: .seconds(1), maxDelay: .seconds(300), maxAttempts: 3, maxAge: .seconds(86_400))
 
 let decisionTable: [DecisionRow] = [
@@ -183,7 +183,7 @@ let decisionTable: [DecisionRow] = [
     DecisionRow(name: "hold in flight", report: .stopped, intervention: .hold(reason: "held by alice"), fate: .held,
                 followUps: [.clearLocalProblem], counted: .interrupted),
     DecisionRow(name: "cancel in flight ends the server's upload", report: .stopped, intervention: .cancel(reason: "cancelled by alice"), fate: .cancelled,
-                followUps: [.clearLocalProblem, .dispose, .requeueIfLeft, .endServerUpload], counted: .interrupted),
+                followUps: [.clearLocalProblem, .dispose, .endServerUpload, .requeueIfLeft], counted: .interrupted),
     DecisionRow(name: "an intervention does not override a 2xx", report: answer(200), intervention: .cancel(reason: "too late"), fate: .delivered),
     // A 2xx before the whole body was sent.
     DecisionRow(name: "a 2xx before the whole body stands, but the file is kept", report: answer(200), answeredEarly: true, bytesSent: 400,

@@ -169,7 +169,7 @@ struct ResumableUploadMachineTests {
         (204, ["Upload-Offset": "1000", "Upload-Complete": "?0"], "complete"),
         (204, [:], "noAnswer"),
         (503, ["Retry-After": "5"], "answered"),
-        // A refusal (a rotated token), not a lost upload: kept for an attempt once it is fixed.
+        // A refusal (a rotated token): the attempt's answer, not a lost upload.
         (403, [:], "refused"),
     ] as [(Int, [String: String], String)])
     func headAnswers(status: Int, headers: [String: String], outcome: String) {
@@ -316,9 +316,12 @@ struct ResumableUploadMachineTests {
         #expect(expired.last == .askOffset(url: url))
         expired.reply(ResumableScript.answer(204, ["Upload-Offset": "10", "Upload-Complete": "?0"]))
         #expect(expired.last == .append(url: url, offset: 10, length: 990, complete: true), "still there: continued")
-        var gone = ResumableScript(known: ResumableUpload(url: url, offset: 10, expires: ResumableScript.now, endpointKey: "k"))
-        gone.reply(ResumableScript.answer(404))
-        #expect(gone.last == .create(bodyLength: 0, complete: false))
+        for status in [404, 403] {
+            // Past its expiry, a 403 is an upload the server no longer knows, too.
+            var gone = ResumableScript(known: ResumableUpload(url: url, offset: 10, expires: ResumableScript.now, endpointKey: "k"))
+            gone.reply(ResumableScript.answer(status))
+            #expect(gone.last == .create(bodyLength: 0, complete: false), "\(status)")
+        }
         var v9 = ResumableScript()
         v9.createdOffered("max-age=3600")
         #expect(v9.records.first?.expires == ResumableScript.now.addingTimeInterval(3600))
