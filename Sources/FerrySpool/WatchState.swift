@@ -240,6 +240,7 @@ struct WatchState {
                         || !(watchedAt(directory) == event.watch) {
                         listener?.unwatch(event.watch)
                         forget(watch: event.watch, directory: directory)
+                        if !directory.isEmpty { unwatchMovedOut(below: directory) }
                     }
                 }
                 continue
@@ -306,6 +307,17 @@ struct WatchState {
         let path = Array(settings.directory.utf8) + [UInt8(ascii: "/")] + relative
         // Adding a watch for an inode already watched only returns its descriptor.
         return try? listener.watch(path)
+    }
+
+    /// The watches below a directory moved out of the spool: only the moved directory hears
+    /// `IN_MOVE_SELF`, and the kernel keeps the others, each counting against `max_user_watches`
+    /// for as long as ferryd runs. One whose path holds the same directory still is kept.
+    private mutating func unwatchMovedOut(below directory: [UInt8]) {
+        let prefix = directory + [UInt8(ascii: "/")]
+        for (path, watch) in watchedDirectories where path.starts(with: prefix) && watchedAt(path) != watch {
+            listener?.unwatch(watch)
+            forget(watch: watch, directory: path)
+        }
     }
 
     private mutating func forget(watch: Int32, directory: [UInt8]) {

@@ -130,6 +130,30 @@ struct RegressionTests {
         }
     }
 
+    @Test("A directory tree moved out of a recursive spool leaves no inotify watches behind (they count against max_user_watches)")
+    func movedOutTreeUnwatched() async throws {
+        try await withDaemonHarness(spools: [TestSpool(options: ["recursive = true"])], topLevel: ["rescan_interval = \"1h\""]) { harness in
+            try await harness.start()
+            let pid = try #require(harness.daemon?.child.pid)
+            /// The inotify watches ferryd holds, from its descriptors' fdinfo.
+            func watchCount() -> Int {
+                let fdinfo = "/proc/\(pid)/fdinfo"
+                let entries = (try? FileManager.default.contentsOfDirectory(atPath: fdinfo)) ?? []
+                return entries.reduce(0) { count, fd in
+                    let text = (try? String(contentsOfFile: fdinfo + "/" + fd, encoding: .utf8)) ?? ""
+                    return count + text.split(separator: "\n").filter { $0.hasPrefix("inotify wd:") }.count
+                }
+            }
+            let before = watchCount()
+            try FileManager.default.createDirectory(atPath: harness.spoolPath() + "/a/b/c", withIntermediateDirectories: true)
+            try harness.drop("a/b/c/deep.bin", Array("deep".utf8))
+            try await harness.waitForAccepted(1)
+            try await waitUntil("three more watches (have \(watchCount()), had \(before))") { watchCount() == before + 3 }
+            try FileManager.default.moveItem(atPath: harness.spoolPath() + "/a", toPath: harness.directory.url("archived"))
+            try await waitUntil("the watches of the moved tree to go (have \(watchCount()), had \(before))") { watchCount() == before }
+        }
+    }
+
     @Test("A spool directory that is itself a symlink is watched")
     func symlinkedSpoolRoot() async throws {
         try await withDaemonHarness(topLevel: ["rescan_interval = \"1h\""]) { harness in
