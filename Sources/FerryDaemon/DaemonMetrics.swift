@@ -99,7 +99,8 @@ final class DaemonMetrics: Sendable {
                [([], Self.number(now.timeIntervalSince(startedAt)))])
         family("ferry_bytes_sent_total", "counter", "Request body bytes handed to connections since ferryd started.",
                [([], String(bytesSent))])
-        family("ferry_uploads_in_flight", "gauge", "Uploads in progress.", [([], String(inFlight))])
+        family("ferry_uploads_in_flight", "gauge", "Uploads holding an upload slot (max_concurrent_uploads): sending, or making their request.",
+               [([], String(inFlight))])
         family("ferry_jobs", "gauge", "Jobs in the queue database by spool and state.", spools.flatMap { spool in
             JobState.allCases.map { state in ([("spool", spool), ("state", state.rawValue)], String(counts[spool]?[state] ?? 0)) }
         })

@@ -9,6 +9,22 @@ import Glibc
 
 @Suite("Metrics: ferryctl metrics and metrics_listen", .serialized)
 struct MetricsTests {
+    @Test("ferry_uploads_in_flight counts the uploads holding a slot, not the jobs claimed ahead that wait for one")
+    func inFlightIsSlots() async throws {
+        let plan: @Sendable (RequestInfo) -> ReceiverAction = { _ in .stall(afterBytes: 0) }
+        try await withDaemonHarness(topLevel: ["max_concurrent_uploads = 1"], plan: plan) { harness in
+            try await harness.start()
+            for index in 0..<5 { try harness.drop("stalled-\(index).txt", Array("held".utf8)) }
+            var values: [String: Double] = [:]
+            // One request held by the receiver; two more claimed ahead (claimAhead(slots: 1)).
+            try await waitUntil("three uploading jobs: \(values)") {
+                values = try await metricValues(harness)
+                return values[#"ferry_jobs{spool="test",state="uploading"}"#] == 3
+            }
+            #expect(values["ferry_uploads_in_flight"] == 1)
+        }
+    }
+
     @Test("ferryctl metrics and GET /metrics show deliveries, a rejection, bytes, durations, jobs, queue age and the last success")
     func scrape() async throws {
         let port = try freeLoopbackPort()
