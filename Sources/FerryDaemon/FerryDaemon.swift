@@ -118,7 +118,7 @@ public final class FerryDaemon: Service, Sendable {
             } onGracefulShutdown: {
                 self.logger.notice("shutting down: no new uploads will start")
                 let scheduler = self.scheduler.withLock { $0 }
-                let inFlight = scheduler?.inFlight ?? 0
+                let inFlight = scheduler?.gate.inUse ?? 0
                 self.notifier.stopping(status: inFlight == 0 ? "stopping" : "stopping: waiting for \(inFlight) upload\(inFlight == 1 ? "" : "s") in flight")
                 scheduler?.beginShutdown()
             }

@@ -165,7 +165,12 @@ struct WatchState {
             // it, nothing is followed.
             let wd = try listener.watch(path, followSymlink: relative.isEmpty)
             if let old = watches[wd], old != relative { watchedDirectories[old] = nil }
-            if let oldWatch = watchedDirectories[relative], oldWatch != wd { watches[oldWatch] = nil }
+            if let oldWatch = watchedDirectories[relative], oldWatch != wd {
+                // Another directory was watched at this path (it moved away unseen, an overflow):
+                // the kernel's watch goes too, or it would count against max_user_watches for ever.
+                watches[oldWatch] = nil
+                listener.unwatch(oldWatch)
+            }
             watches[wd] = relative
             watchedDirectories[relative] = wd
             return true
@@ -311,10 +316,13 @@ struct WatchState {
 
     /// The watches below a directory moved out of the spool: only the moved directory hears
     /// `IN_MOVE_SELF`, and the kernel keeps the others, each counting against `max_user_watches`
-    /// for as long as ferryd runs. One whose path holds the same directory still is kept.
+    /// for as long as ferryd runs. They moved with it (a rename within the spool was re-mapped by
+    /// its `IN_MOVED_TO` first); a directory made at one of their paths since is watched by its own
+    /// `IN_CREATE` or the next scan. Nothing is looked up by path here: below the spool a path may
+    /// now pass through a symlink.
     private mutating func unwatchMovedOut(below directory: [UInt8]) {
         let prefix = directory + [UInt8(ascii: "/")]
-        for (path, watch) in watchedDirectories where path.starts(with: prefix) && watchedAt(path) != watch {
+        for (path, watch) in watchedDirectories where path.starts(with: prefix) {
             listener?.unwatch(watch)
             forget(watch: watch, directory: path)
         }
