@@ -123,7 +123,7 @@ done
 "$work/bin/ferryd" --version >/dev/null || fail "the stripped ferryd does not run"
 
 # The pages come from a debug build in .build (usually there already), whatever FERRY_SCRATCH says.
-env -u FERRY_SCRATCH scripts/generate-docs.sh "$work/docs" "$work/bin" >/dev/null
+scripts/generate-docs.sh "$work/docs" "$work/bin" >/dev/null
 scripts/install.sh DESTDIR="$stage" PREFIX=/usr BIN_DIR="$work/bin" DOCS_DIR="$work/docs" >"$work/install.log" \
     || { cat "$work/install.log" >&2; fail "scripts/install.sh failed"; }
 

@@ -10,8 +10,7 @@
 #
 # BIN_DIR: where ferryd and ferryctl are (default: the debug build, built if needed); their completion
 # scripts call them back for job ids and spool names. SOURCE_DATE_EPOCH dates the pages (reproducible
-# builds); otherwise the last commit's date is used. FERRY_SCRATCH=DIR builds in DIR instead of
-# .build.
+# builds); otherwise the last commit's date is used.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:?usage: scripts/generate-docs.sh OUT [BIN_DIR]}
@@ -23,10 +22,8 @@ out=$(cd "$out" && pwd)
 export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || date +%s)}
 date=$(date -u -d "@$SOURCE_DATE_EPOCH" +%Y-%m-%d)
 
-scratch=${FERRY_SCRATCH:-$root/.build}
-swift_scratch=()
-[[ -z ${FERRY_SCRATCH:-} ]] || swift_scratch=(--scratch-path "$scratch")
-swift build "${swift_scratch[@]}" --product ferry-docs >/dev/null
+scratch=$root/.build
+swift build --product ferry-docs >/dev/null
 "$scratch/debug/ferry-docs" manual --date "$date" >"$out/man/ferry.toml.5"
 
 # The plugin builds every executable (debug) and writes one page per program; all get one section, so
@@ -34,15 +31,15 @@ swift build "${swift_scratch[@]}" --product ferry-docs >/dev/null
 # man --warnings (and lintian) would otherwise report.
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-swift package "${swift_scratch[@]}" --disable-sandbox generate-manual --configuration debug --date "$date" --section 1 \
+swift package --disable-sandbox generate-manual --configuration debug --date "$date" --section 1 \
     --authors "The Ferry authors" >"$log" 2>&1 || { cat "$log" >&2; exit 1; }
 pages=$scratch/plugins/GenerateManual/outputs
 sed -e 's/^$/.Pp/' "$pages/ferryctl/ferryctl.1" >"$out/man/ferryctl.1"
 sed -e 's/^$/.Pp/' -e 's/^\.Dt FERRYD 1$/.Dt FERRYD 8/' "$pages/ferryd/ferryd.1" >"$out/man/ferryd.8"
 
 if [[ -z $bin ]]; then
-    swift build "${swift_scratch[@]}" --product ferryd >/dev/null
-    swift build "${swift_scratch[@]}" --product ferryctl >/dev/null
+    swift build --product ferryd >/dev/null
+    swift build --product ferryctl >/dev/null
     bin=$scratch/debug
 fi
 for program in ferryd ferryctl; do

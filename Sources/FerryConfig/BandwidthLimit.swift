@@ -24,11 +24,9 @@ public enum BandwidthLimit: Sendable, Hashable, CustomStringConvertible {
     /// `"4MiB/s"`, `"500 kB/s"`, `"10Mbit/s"`, `"1.5M"` (rclone's MiB/s), `"off"`; `nil` for
     /// anything else (a number needs its unit: rclone reads a bare one as KiB/s, others as bytes).
     public static func parse(_ text: String) -> BandwidthLimit? {
-        let trimmed = text.trimmingCharacters(in: .whitespaces)
-        if trimmed.lowercased() == "off" { return .off }
-        let digits = trimmed.prefix { $0.isASCII && ($0.isNumber || $0 == ".") }
+        if text.trimmingCharacters(in: .whitespaces).lowercased() == "off" { return .off }
+        let (digits, written) = split(text)
         guard !digits.isEmpty, let number = Double(digits), number.isFinite, number > 0 else { return nil }
-        let written = trimmed.dropFirst(digits.count).trimmingCharacters(in: .whitespaces)
         // "10Mb/s" is megabits to a network engineer and megabytes to others: neither is guessed
         // (MB, MiB or Mbit say which).
         if ambiguousUnit(in: text) != nil { return nil }
@@ -42,13 +40,18 @@ public enum BandwidthLimit: Sendable, Hashable, CustomStringConvertible {
 
     /// For a rate written with `kb`, `Mb` or `Gb` (a lowercase b), the two ways it could be meant.
     static func ambiguousUnit(in text: String) -> (bytes: String, bits: String)? {
-        let trimmed = text.trimmingCharacters(in: .whitespaces)
-        let digits = trimmed.prefix { $0.isASCII && ($0.isNumber || $0 == ".") }
-        let written = trimmed.dropFirst(digits.count).trimmingCharacters(in: .whitespaces)
+        let (digits, written) = split(text)
         guard let first = written.first, "kKmMgG".contains(first), written.dropFirst().hasPrefix("b"),
               !written.dropFirst().hasPrefix("bit"), !written.dropFirst().hasPrefix("bps") else { return nil }
         let prefix = first == "k" || first == "K" ? "k" : first.uppercased()
         return ("\(digits)\(prefix)B/s", "\(digits)\(prefix)bit/s")
+    }
+
+    /// The number as written and the unit after it, spaces trimmed.
+    private static func split(_ text: String) -> (digits: Substring, written: String) {
+        let trimmed = text.trimmingCharacters(in: .whitespaces)
+        let digits = trimmed.prefix { $0.isASCII && ($0.isNumber || $0 == ".") }
+        return (digits, trimmed.dropFirst(digits.count).trimmingCharacters(in: .whitespaces))
     }
 
     /// `"4 MiB/s"`, `"off"`.

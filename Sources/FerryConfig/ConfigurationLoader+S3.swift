@@ -80,7 +80,7 @@ extension ConfigurationLoader {
                     """)
             }
             if let bucket { Self.checkBucket(bucket, addressing: resolvedAddressing, reader: reader) }
-            Self.checkEndpoint(reader)
+            Self.checkEndpoint(url, reader: reader)
             guard let bucket, let key, let accessKeyID, let secretAccessKey else {
                 s3 = nil
                 return
@@ -156,8 +156,8 @@ extension ConfigurationLoader {
         }
 
         /// `url` is the endpoint: a scheme and host, no path, query or user.
-        private static func checkEndpoint(_ reader: TableReader) {
-            guard let text = resolvedURL(reader), let components = URLComponents(string: text) else { return }
+        private static func checkEndpoint(_ url: String?, reader: TableReader) {
+            guard let url, let components = URLComponents(string: url) else { return }
             if !(components.path.isEmpty || components.path == "/") || components.query != nil || components.user != nil {
                 reader.context.report(reader.path.appending("url"), "for protocol \"s3\", url is the endpoint only (such as \"https://s3.eu-west-1.amazonaws.com\" or \"http://127.0.0.1:9000\"): no path, query or user; the bucket and key have keys of their own")
             }

@@ -20,9 +20,8 @@ final class Chores: Sendable {
     let runtime: DaemonRuntime
     /// The jobs in flight, whose dispositions their pipelines apply.
     let activity: ActiveJobs
-    let disposer: Disposer
-    /// Queues the file at a path again (``JobFollowUps/requeue``).
-    let requeue: @Sendable (String, [UInt8]) async -> Void
+    /// Applies pending dispositions, and queues a new version found in a file's place.
+    let followUps: JobFollowUps
     let bodies: BodyBuilder
     let logger: Logger
 
@@ -33,16 +32,14 @@ final class Chores: Sendable {
     let wakeScheduler: @Sendable () -> Void
 
     init(
-        store: JobStore, runtime: DaemonRuntime, activity: ActiveJobs, disposer: Disposer,
-        requeue: @escaping @Sendable (String, [UInt8]) async -> Void = { _, _ in }, bodies: BodyBuilder, logger: Logger,
+        store: JobStore, runtime: DaemonRuntime, activity: ActiveJobs, followUps: JobFollowUps, bodies: BodyBuilder, logger: Logger,
         wakeScheduler: @escaping @Sendable () -> Void = {}
     ) {
-        self.requeue = requeue
         self.wakeScheduler = wakeScheduler
         self.store = store
         self.runtime = runtime
         self.activity = activity
-        self.disposer = disposer
+        self.followUps = followUps
         self.bodies = bodies
         self.logger = logger
     }
@@ -110,10 +107,9 @@ final class Chores: Sendable {
             after = last.sequence ?? after
             for job in jobs where !activity.contains(job) {
                 guard let spool = runtime.spool(named: job.spool) else { continue }
-                guard let result = await disposer.dispose(job, spool: spool.configuration, files: spool.files) else { continue }
+                // A new version in the old one's place is queued now, not at the next rescan.
+                guard await followUps.run([.dispose, .requeueIfLeft], job: job, recorded: job, spool: spool, log: logger) != nil else { continue }
                 bodies.remove(for: job)
-                // A new version in the old one's place: queued now, not at the next rescan.
-                if result.disposition == .left { await requeue(job.spool, job.relativePath) }
             }
         }
     }

@@ -64,7 +64,7 @@ struct DaemonParts: Sendable {
         return DaemonParts(
             senders: senders, runtime: runtime, intake: intake, activity: activity, scheduler: scheduler, control: control,
             chores: Chores(
-                store: store, runtime: runtime, activity: activity, disposer: disposer, requeue: followUps.requeue, bodies: senders.bodies, logger: logger,
+                store: store, runtime: runtime, activity: activity, followUps: followUps, bodies: senders.bodies, logger: logger,
                 wakeScheduler: { scheduler.wake() }),
             reporter: StatusReporter(notifier: notifier, store: store), hooks: hooks,
             bandwidth: bandwidth)

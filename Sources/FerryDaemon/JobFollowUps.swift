@@ -19,8 +19,10 @@ struct JobFollowUps: Sendable {
     /// Runs `followUps` in order. `job` is the job as it was sent (with its resumable upload),
     /// `recorded` as the queue now has it. With `deferringRecords` (the pipeline), the record of the
     /// file's disposition commits with the queue's next durable write instead of waiting for its own.
+    /// Returns the disposition applied, if `.dispose` was among them and could be applied.
+    @discardableResult
     func run(_ followUps: [AttemptDecision.FollowUp], job: Job, recorded: Job, spool: SpoolRuntime?, log: Logger,
-             deferringRecords: Bool = false) async {
+             deferringRecords: Bool = false) async -> Disposer.Result? {
         var disposed: Disposer.Result?
         for followUp in followUps {
             switch followUp {
@@ -44,5 +46,6 @@ struct JobFollowUps: Sendable {
                 }
             }
         }
+        return disposed
     }
 }

@@ -29,9 +29,7 @@ public final class DirectoryHandle: Sendable {
     /// Opens a configured directory. The configured path itself is trusted (it may pass through
     /// symlinks the administrator made); only what is found below it is not.
     public static func open(_ path: String) throws(SystemError) -> DirectoryHandle {
-        let fd = Glibc.open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard fd >= 0 else { throw .current("open directory", path) }
-        return DirectoryHandle(descriptor: fd, rawPath: Array(path.utf8))
+        try open(rawPath: Array(path.utf8))
     }
 
     /// Opens a directory by its raw path (bytes that need not be UTF-8: a path Ferry built from a
