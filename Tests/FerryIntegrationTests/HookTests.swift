@@ -134,7 +134,7 @@ struct HookTests {
             hook_max_attempts = 1
             [spool.hooks]
             on_delivered = ["\(hook)"]
-            timeout = "700ms"
+            timeout = "2s"
             """.insertIntoSpool(harness.configPath)
             try await harness.start()
             try harness.drop("first.txt", Array("1".utf8))

@@ -12,7 +12,8 @@ struct MetricsTests {
     @Test("ferry_uploads_in_flight counts the uploads holding a slot, not the jobs claimed ahead that wait for one")
     func inFlightIsSlots() async throws {
         let plan: @Sendable (RequestInfo) -> ReceiverAction = { _ in .stall(afterBytes: 0) }
-        try await withDaemonHarness(topLevel: ["max_concurrent_uploads = 1"], plan: plan) { harness in
+        // shutdown_timeout 1 s: the stalled requests never end, and the harness stops ferryd at the end.
+        try await withDaemonHarness(topLevel: ["max_concurrent_uploads = 1", "shutdown_timeout = \"1s\""], plan: plan) { harness in
             try await harness.start()
             for index in 0..<5 { try harness.drop("stalled-\(index).txt", Array("held".utf8)) }
             var values: [String: Double] = [:]

@@ -18,9 +18,10 @@ struct S3UploadEndTests {
           arguments: S3TestServer.Kind.allCases)
     func giveUpAborts(_ kind: S3TestServer.Kind) async throws {
         let size = 64 * Self.mib
-        // Cut at 60% of the file, held to 8 MiB/s: the file is older than max_age when the cut ends the attempt.
+        // Cut at 60% of the file, held to 4 MiB/s (the cut comes about 9 s in, long after the first
+        // part): the file is older than max_age when the cut ends the attempt.
         try await S3ProtocolTests().withS3(
-            kind, cutAt: size * 6 / 10, rate: 8 * Self.mib, retry: ["initial_delay = \"100ms\"", "max_delay = \"1s\"", "max_age = \"1s\""]
+            kind, cutAt: size * 6 / 10, rate: 4 * Self.mib, retry: ["initial_delay = \"100ms\"", "max_delay = \"1s\"", "max_age = \"1s\""]
         ) { harness, server, proxy in
             try await harness.start(environment: S3ProtocolTests.environment())
             let bytes = pseudoRandomBytes(size, seed: 170)
@@ -43,7 +44,8 @@ struct S3UploadEndTests {
           arguments: S3TestServer.Kind.allCases)
     func supersededAborts(_ kind: S3TestServer.Kind) async throws {
         let size = 48 * Self.mib
-        try await S3ProtocolTests().withS3(kind, rate: 12 * Self.mib) { harness, server, _ in
+        // Held to 4 MiB/s: the rewrite comes between the first part (2 s) and the end (12 s).
+        try await S3ProtocolTests().withS3(kind, rate: 4 * Self.mib) { harness, server, _ in
             try await harness.start(environment: S3ProtocolTests.environment())
             let path = try harness.drop("scan.tiff", pseudoRandomBytes(size, seed: 171))
             try await waitUntil("a part confirmed", timeout: .seconds(60)) {
@@ -80,7 +82,8 @@ struct S3UploadEndTests {
           arguments: S3TestServer.Kind.allCases)
     func noSuchUploadStartsOver(_ kind: S3TestServer.Kind) async throws {
         let size = 40 * Self.mib + 77
-        try await S3ProtocolTests().withS3(kind, rate: 8 * Self.mib) { harness, server, proxy in
+        // Held to 4 MiB/s: the abort (a boto3 call) comes between the second part (4 s) and the end (10 s).
+        try await S3ProtocolTests().withS3(kind, rate: 4 * Self.mib) { harness, server, proxy in
             try await harness.start(environment: S3ProtocolTests.environment())
             let bytes = pseudoRandomBytes(size, seed: 173)
             try harness.drop("logs.tar", bytes)

@@ -61,15 +61,16 @@ struct SpoolTests {
 
     @Test("A file written in place is taken only once it has settled, whole")
     func settle() async throws {
-        let spool = TestSpool(options: ["settle = \"1s\""])
+        let spool = TestSpool(options: ["settle = \"3s\""])
         try await withDaemonHarness(spools: [spool]) { harness in
             try await harness.start()
             let path = harness.spoolPath() + "/growing.log"
             let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
             #expect(fd >= 0)
             var written: [UInt8] = []
-            // A slow writer: a chunk every 250 ms for 2 s, longer than `settle` in all but never idle for it.
-            for index in 0..<8 {
+            // A slow writer: a chunk every 250 ms for 4 s, longer than `settle` in all but never idle for it
+            // (a pause of the test process shorter than 3 s changes nothing).
+            for index in 0..<16 {
                 let chunk = pseudoRandomBytes(64 * 1024, seed: UInt64(index))
                 _ = chunk.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
                 written += chunk
@@ -81,7 +82,7 @@ struct SpoolTests {
             try await harness.waitForAccepted(1)
             let request = try #require(harness.receiver.acceptedRequests.first)
             #expect(request.files.first?.sha256 == sha256Hex(written), "the whole file, not a prefix")
-            #expect(request.receivedAt.timeIntervalSince(lastWrite) >= 0.9, "taken before it settled (1 s after its last write)")
+            #expect(request.receivedAt.timeIntervalSince(lastWrite) >= 2.9, "taken before it settled (3 s after its last write)")
             #expect(harness.receiver.requests.count == 1)
         }
     }

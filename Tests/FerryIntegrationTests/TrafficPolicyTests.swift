@@ -20,7 +20,7 @@ struct TrafficPolicyTests {
         let spool = TestSpool(options: ["upload_window = [\"12:00-13:00\"]"])
         try await withDaemonHarness(spools: [spool]) { harness in
             let start = ContinuousClock.now
-            try await harness.start(environment: ["FERRY_TEST_CLOCK_OFFSET": Self.offset(toNoonIn: 3), "TZ": "UTC"])
+            try await harness.start(environment: ["FERRY_TEST_CLOCK_OFFSET": Self.offset(toNoonIn: 8), "TZ": "UTC"])
             try harness.drop("night.txt", Array("after dark".utf8))
             try await waitUntil("the file to be queued") { try await jobs(harness).count == 1 }
             #expect(try await jobs(harness).first?.state == .queued)
@@ -31,7 +31,7 @@ struct TrafficPolicyTests {
             #expect(text.stdout.contains("window closed opens"), "\(text)")
             try await harness.waitForAccepted(1)
             let elapsed = ContinuousClock.now - start
-            #expect(elapsed >= .seconds(2.5) && elapsed <= .seconds(6), "sent \(elapsed) after the start; the window opened at 3 s")
+            #expect(elapsed >= .seconds(7.5) && elapsed <= .seconds(12), "sent \(elapsed) after the start; the window opened at 8 s")
         }
     }
 
@@ -43,10 +43,10 @@ struct TrafficPolicyTests {
             "protocol = \"put\"", "upload_window = [\"11:00-12:00\"]", "window_end = \"pause\"", "bandwidth_limit = \"1MiB/s\"",
         ])
         try await withDaemonHarness(spools: [spool], url: receiver.url(path: "/in")) { harness in
-            try await harness.start(environment: ["FERRY_TEST_CLOCK_OFFSET": Self.offset(toNoonIn: 3), "TZ": "UTC"])
+            try await harness.start(environment: ["FERRY_TEST_CLOCK_OFFSET": Self.offset(toNoonIn: 8), "TZ": "UTC"])
             try harness.drop("long.bin", pseudoRandomBytes(32 << 20, seed: 5))
             try await waitUntil("the upload to be under way") { (receiver.requests.first?.bodyBytes ?? 0) > 0 }
-            try await waitUntil("the upload to be paused when the window closes", timeout: .seconds(15)) {
+            try await waitUntil("the upload to be paused when the window closes", timeout: .seconds(25)) {
                 let state = try await jobs(harness).first?.state
                 return harness.daemon?.log.contains("pausing its upload") == true && state == .queued
             }
@@ -110,7 +110,7 @@ struct TrafficPolicyTests {
         try await withDaemonHarness(spools: [spool], topLevel: ["max_concurrent_uploads = 1"], url: receiver.url(path: "/in")) { harness in
             try await harness.start()
             #expect(try await harness.ctl("pause").status == 0)
-            for index in 0..<3 { try harness.drop("f\(index).bin", pseudoRandomBytes(3 << 20, seed: UInt64(index))) }
+            for index in 0..<3 { try harness.drop("f\(index).bin", pseudoRandomBytes(6 << 20, seed: UInt64(index))) }
             try await waitUntil("the files to be queued") { try await jobs(harness).count == 3 }
             #expect(try await harness.ctl("resume").status == 0)
             var waiting: [String] = []
@@ -133,7 +133,7 @@ struct TrafficPolicyTests {
             try await waitUntil("the two waiting jobs to be queued again") {
                 try await jobs(harness).filter { $0.state == .queued }.count == 2
             }
-            try await waitUntil("the upload in flight to finish", timeout: .seconds(20)) {
+            try await waitUntil("the upload in flight to finish", timeout: .seconds(40)) {
                 try await jobs(harness).filter { $0.state == .done }.count == 1
             }
             let queued = try await jobs(harness).filter { $0.state == .queued }
@@ -141,7 +141,7 @@ struct TrafficPolicyTests {
             #expect(receiver.requests.count == 1, "nothing of a paused spool starts")
             #expect(harness.daemon?.log.contains("the spool is paused") == true)
             #expect(try await harness.ctl("resume").status == 0)
-            try await waitUntil("every delivery", timeout: .seconds(30)) { try await jobs(harness).allSatisfy { $0.state == .done } }
+            try await waitUntil("every delivery", timeout: .seconds(60)) { try await jobs(harness).allSatisfy { $0.state == .done } }
             #expect(receiver.requests.count == 3)
         }
     }
@@ -159,7 +159,7 @@ struct TrafficPolicyTests {
             #expect(receiver.requests.count == 1, "neither stopped job sent anything")
             let stopped = try await jobs(harness).filter { waiting.contains($0.id.rawValue) }
             #expect(stopped.count == 2 && stopped.allSatisfy { $0.attempts == 0 }, "a job stopped before its send has made no attempt")
-            try await waitUntil("the upload in flight to finish", timeout: .seconds(20)) {
+            try await waitUntil("the upload in flight to finish", timeout: .seconds(40)) {
                 try await jobs(harness).contains { $0.state == .done }
             }
             #expect(receiver.requests.count == 1)

@@ -97,6 +97,11 @@ def pump(source, sink, upstream, pair):
         while True:
             data = source.recv(65536)
             if upstream and rate and data:
+                # A kept-alive connection that sat idle earns no credit: at most 0.1 s of it is kept,
+                # so every request on it is held to the rate, not only the first.
+                lag = time.monotonic() - started - forwarded / rate
+                if lag > 0.1:
+                    started += lag - 0.1
                 forwarded += len(data)
                 ahead = forwarded / rate - (time.monotonic() - started)
                 if ahead > 0:
