@@ -149,7 +149,9 @@ struct S3ProtocolTests {
         }
     }
 
-    @Test("checksum = \"sha256\" (a signed payload) and \"none\" deliver too, multipart and PutObject", arguments: S3TestServer.Kind.allCases)
+    // On the servers that check signatures (and with them the signed payload hash); moto checks none.
+    @Test("checksum = \"sha256\" (a signed payload) and \"none\" deliver too, multipart and PutObject",
+          arguments: S3TestServer.Kind.verifyingSignatures)
     func otherChecksums(_ kind: S3TestServer.Kind) async throws {
         for checksum in ["sha256", "none"] {
             try await withS3(kind, options: ["checksum = \"\(checksum)\"", "key = \"\(checksum)/{filename}\""]) { harness, server, _ in
