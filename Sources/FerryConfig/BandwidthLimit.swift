@@ -30,8 +30,11 @@ public enum BandwidthLimit: Sendable, Hashable, CustomStringConvertible {
         // "10Mb/s" is megabits to a network engineer and megabytes to others: neither is guessed
         // (MB, MiB or Mbit say which).
         if ambiguousUnit(in: text) != nil { return nil }
-        var unit = written.lowercased()
-        if unit.hasSuffix("/s") { unit.removeLast(2) }
+        var unit = written.hasSuffix("/s") ? String(written.dropLast(2)) : written
+        // "MBps" (an uppercase B) is megabytes a second, "Mbps" megabits; a bare "b" could be either.
+        if unit == "b" { return nil }
+        if unit.count == 4, unit.hasSuffix("Bps") { unit = unit.prefix(1) + "B" }
+        unit = unit.lowercased()
         guard !unit.isEmpty, let multiplier = units[unit] else { return nil }
         let bytes = (number * multiplier).rounded()
         guard bytes >= 1, bytes < 1e15 else { return nil }

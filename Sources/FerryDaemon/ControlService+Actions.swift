@@ -205,7 +205,8 @@ extension ControlService {
         }
         let identity: FileIdentity
         do {
-            switch (job.disposition, job.finalPath) {
+            // The record as reopened: the one read before may predate the disposition's (deferred) record.
+            switch (reopened.disposition, reopened.finalPath) {
             case (.moved?, let movedPath?):
                 let status = try spool.files.bringBack(from: movedPath, to: job.relativePath, token: job.id.rawValue, bundle: job.kind == .bundle)
                 identity = status.version
@@ -217,7 +218,7 @@ extension ControlService {
                 }
                 identity = version
             default:
-                throw SpoolFiles.ReturnError.missing(job.finalPath.map(displayName) ?? job.displayPath)
+                throw SpoolFiles.ReturnError.missing(reopened.finalPath.map(displayName) ?? job.displayPath)
             }
         } catch {
             try? await store.abandonReopen(reopened, previous: job.state, now: Date())

@@ -86,7 +86,7 @@ final class JobPipeline: Sendable {
     /// Sends once `enter` let the job have a slot; a job refused one (stopped, shut down, its spool
     /// held) is stopped before sending. A job with an upload on the server waits, in its slot (so
     /// it keeps its place in line), until ``uploadsSettled``.
-    private func sendOnceEntered(_ job: Job, _ enter: () async throws -> Void, _ send: () async throws -> SendResult) async throws -> SendResult {
+    private func sendOnceEntered(_ job: Job, _ enter: () async throws -> Void, _ send: () async throws -> SendResult) async -> SendResult {
         do {
             try await enter()
             if job.upload != nil, let settled = uploadsSettled, settled > .now {
@@ -95,7 +95,15 @@ final class JobPipeline: Sendable {
         } catch {
             return SendResult(report: .stopped, requested: false)
         }
-        return try await send()
+        do {
+            return try await send()
+        } catch {
+            // A sender throws only when the queue could not record a resumable upload's new state (a
+            // full disk): a local problem, retried like one; the next attempt asks the server where
+            // the upload stands. (Thrown on, the job would sit in `uploading` until the next start.)
+            if Task.isCancelled { return SendResult(report: .stopped) }
+            return SendResult(report: .localFailure("cannot record the upload's progress in the queue: \(error)"))
+        }
     }
 
     private func run(_ job: Job, log: Logger, enter: @Sendable () async throws -> Void, sent: @Sendable () -> Void) async throws {
@@ -115,12 +123,12 @@ final class JobPipeline: Sendable {
         case .source(let source, _):
             // 2. Send, once a slot is free.
             defer { source.close() }
-            result = try await sendOnceEntered(job, enter) {
+            result = await sendOnceEntered(job, enter) {
                 try await spool.sender.send(job, from: source, tracker: UploadTracker(activity: activity, job: job), logger: log)
             }
         case .bundle(let bundle):
             defer { bundle.close() }
-            result = try await sendOnceEntered(job, enter) {
+            result = await sendOnceEntered(job, enter) {
                 try await spool.sender.send(job, bundle: bundle, tracker: UploadTracker(activity: activity, job: job), logger: log)
             }
         }

@@ -4,7 +4,9 @@ import Logging
 
 /// Records job outcomes in the queue, retrying while the database cannot be written (a full disk,
 /// an I/O error), so that a job whose outcome is known never sits in `uploading` until the next
-/// start. Gives up only when the daemon is stopping; the job is then recovered at the next start.
+/// start. An operator's hold or cancel, which cancels the job's task, does not stop the retries; a
+/// stop of the daemon waits for them up to `shutdown_timeout`, and the job is then recovered at the
+/// next start.
 struct OutcomeRecorder: Sendable {
     let store: JobStore
     let logger: Logger
@@ -34,13 +36,18 @@ struct OutcomeRecorder: Sendable {
         }
     }
 
-    private func persist<T>(_ job: Job, _ write: () async throws -> T) async throws -> T {
-        var waited = false
-        let recorded = try await RetriedWrite.run(logging: "cannot record a job's outcome in the queue; retrying", to: logger, failed: { error in
-            waited = true
-            problems.report(spool: job.spool, job: job.id.rawValue, "cannot record an upload's outcome in the queue (it is retried; the file stays until it is recorded): \(error)")
-        }, write)
-        if waited { problems.resolved(spool: job.spool, job: job.id.rawValue) }
-        return recorded
+    private func persist<T: Sendable>(_ job: Job, _ write: @escaping @Sendable () async throws -> T) async throws -> T {
+        let (logger, problems) = (logger, problems)
+        // A task of its own, which the job's cancellation does not reach: a 2xx whose record an
+        // operator's cancel cut short would leave the job `uploading` until the next start.
+        return try await Task {
+            var waited = false
+            let recorded = try await RetriedWrite.run(logging: "cannot record a job's outcome in the queue; retrying", to: logger, failed: { error in
+                waited = true
+                problems.report(spool: job.spool, job: job.id.rawValue, "cannot record an upload's outcome in the queue (it is retried; the file stays until it is recorded): \(error)")
+            }, write)
+            if waited { problems.resolved(spool: job.spool, job: job.id.rawValue) }
+            return recorded
+        }.value
     }
 }

@@ -17,8 +17,9 @@ import Synchronization
 ///   such). They no longer cost a sync of their own: one per file instead of three.
 ///
 /// A write that throws is rolled back to its savepoint and only its caller sees the error; the
-/// others still commit. If the commit itself fails, every durable caller in the group gets that
-/// error (nothing of theirs is on disk), and the deferred writes are lost as in a crash.
+/// others still commit. If the transaction fails as a whole (it cannot begin, SQLite rolls it back,
+/// the commit fails), every durable caller in the group and every write not run yet gets that error
+/// (nothing of theirs is on disk), and the deferred writes already run are lost as in a crash.
 ///
 /// The writes run on one serial queue, in arrival order, so their effects are the same as the same
 /// writes committed one after another; a read through the pool sees deferred writes once committed.
@@ -96,6 +97,9 @@ final class GroupCommitter: Sendable {
         }
     }
 
+    /// How many writes wait to be taken into a transaction (for tests).
+    var waitingCount: Int { state.withLock { $0.pending.count } }
+
     /// Commits every write made so far, deferred ones included; returns once they are on disk.
     func flush() async throws {
         try await write(.durable) { _ in }
@@ -154,15 +158,18 @@ final class GroupCommitter: Sendable {
         while let first = take(limit: Self.maxGroup, until: nil) {
             var durable: [Item] = []
             var resumeAfterCommit: [@Sendable () -> Void] = []
+            // Taken from `pending` and not run yet: when the transaction fails before they run (it
+            // could not begin, or SQLite rolled it back), their callers get its error too.
+            var unrun = first[...]
             do {
                 try pool.writeWithoutTransaction { db in
                     try db.beginTransaction(.immediate)
                     do {
                         let closesAt = DispatchTime.now() + Self.deferralWindow
-                        var group = first
                         var count = 0
                         while true {
-                            for item in group {
+                            while let item = unrun.popFirst() {
+                                count += 1
                                 let ran = item.run(db)
                                 switch item.durability {
                                 case .durable:
@@ -175,11 +182,10 @@ final class GroupCommitter: Sendable {
                                 // transaction back: then nothing of the group may go on, outside it.
                                 if let error = ran.error, !db.isInsideTransaction { throw error }
                             }
-                            count += group.count
                             // A durable write is waiting for this commit: no more joins.
                             if !durable.isEmpty || count >= Self.maxGroup { break }
                             guard let more = take(limit: Self.maxGroup - count, until: closesAt) else { break }
-                            group = more
+                            unrun = more[...]
                         }
                         try db.commit()
                     } catch {
@@ -191,6 +197,7 @@ final class GroupCommitter: Sendable {
                 for resume in resumeAfterCommit { resume() }
             } catch {
                 for item in durable { item.failed(error) }
+                for item in unrun { item.failed(error) }
             }
         }
     }

@@ -177,6 +177,9 @@ extension JobStore {
             spool: job.spool, relativePath: job.relativePath, identity: identity, boundary: boundary, now: now)
         successor.nextAttemptAt = notBefore
         successor.kind = job.kind
+        // The max_age clock goes on: a file rewritten more often than an upload takes would otherwise
+        // never give up ("the file kept changing for max_age"), sending part of it again each time.
+        successor.ageBase = job.ageStart
         old.lastError = job.kind == .bundle
             ? "the bundle changed before it was delivered; its new version is job \(successor.id)"
             : "the file changed before it was delivered; its new version is job \(successor.id)"

@@ -62,7 +62,7 @@ extension SpoolFiles {
         destination.sync()
         source.sync()
         let sidecar = Self.sidecarName(for: sourceName)
-        if let text = source.readPrefix(sidecar, limit: 8192), Self.contains(text, Array(token.utf8)) {
+        if let text = source.readPrefix(sidecar, limit: Self.sidecarReadLimit), Self.contains(text, Array(token.utf8)) {
             try? source.unlink(sidecar)
         }
         guard var placed = destination.status(of: name) else { throw .missing(displayName(relativePath)) }

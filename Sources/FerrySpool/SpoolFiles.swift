@@ -238,7 +238,7 @@ public struct SpoolFiles: Sendable {
                 if let sidecar = target.sidecar {
                     // A sidecar already there is ours only if an interrupted run wrote it.
                     if destination.status(of: sidecarName) != nil,
-                       !(destination.readPrefix(sidecarName, limit: 8192).map { Self.contains($0, Array(token.utf8)) } ?? false) {
+                       !(destination.readPrefix(sidecarName, limit: Self.sidecarReadLimit).map { Self.contains($0, Array(token.utf8)) } ?? false) {
                         continue
                     }
                     do {
@@ -355,6 +355,11 @@ public struct SpoolFiles: Sendable {
         }
         return "/" + parts.joined(separator: "/")
     }
+
+    /// How much of an `.error.json` sidecar is read to find the job id in it. The id is not at its
+    /// start: keys are sorted, and `attempts` comes first, an entry for every attempt (a job retried
+    /// for days through an outage has hundreds; 8 KiB held about 35).
+    static let sidecarReadLimit = 4 << 20
 
     static func contains(_ haystack: [UInt8], _ needle: [UInt8]) -> Bool {
         guard !needle.isEmpty, haystack.count >= needle.count else { return false }

@@ -260,8 +260,10 @@ public final class DirectoryHandle: Sendable {
         guard let (file, status) = try? openForReading(name) else { return nil }
         defer { try? file.close() }
         guard status.kind == .regular else { return nil }
-        var buffer = [UInt8](repeating: 0, count: limit)
-        let count = buffer.withUnsafeMutableBytes { pread(file.rawValue, $0.baseAddress, limit, 0) }
+        // No more room than the file holds (a generous limit costs nothing for a small file).
+        let room = min(limit, Int(clamping: max(status.size, 0)))
+        var buffer = [UInt8](repeating: 0, count: room)
+        let count = buffer.withUnsafeMutableBytes { pread(file.rawValue, $0.baseAddress, room, 0) }
         return count < 0 ? nil : Array(buffer[0..<count])
     }
 

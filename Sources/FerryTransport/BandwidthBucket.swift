@@ -25,10 +25,12 @@ public final class BandwidthBucket: Sendable {
     public var rate: Int64? { state.withLock { $0.rate } }
 
     /// Changes the rate at once (a schedule, an operator); what was saved is kept up to the new
-    /// second's worth, a debt is kept as it is.
+    /// second's worth, and so is a debt. The same rate again changes nothing (a schedule sets its
+    /// rate every minute: forgiving the debt each time would let uploads run over it).
     public func setRate(_ rate: Int64?) {
         let instant = now()
         state.withLock { state in
+            guard rate != state.rate else { return }
             Self.refill(&state, at: instant)
             state.rate = rate
             // At most a second's worth either way: a limit lowered after heavy traffic does not make

@@ -37,7 +37,7 @@ struct Health: DaemonCommand {
             try daemon.printJSON(raw)
         } else {
             Terminal.line("\(report.status): ferryd \(report.version), up \(Format.duration(report.uptimeSeconds))")
-            for problem in report.problems { Terminal.line("  \(problem)") }
+            for problem in report.problems { Terminal.line("  \(Format.printable(problem))") }
         }
         if report.status != .ok { throw ExitStatus.failed.code }
     }

@@ -37,7 +37,7 @@ enum ActionResultsView {
         guard !results.results.isEmpty else { return emptyMessage + "\n" }
         return results.results.map { outcome in
             if outcome.ok {
-                var line = outcome.id
+                var line = Format.printable(outcome.id)
                 if let job = outcome.job { line += " → job \(job)" }
                 if let state = outcome.state { line += " " + state.rawValue }
                 return line + "\n"

@@ -17,7 +17,9 @@ struct Status: DaemonCommand {
     var interval: Double = 1
 
     func validate() throws {
-        guard interval.isFinite, interval >= 0.1 else { throw ValidationError("--interval must be at least 0.1 seconds") }
+        guard interval.isFinite, interval >= 0.1, interval <= 86_400 else {
+            throw ValidationError("--interval must be between 0.1 seconds and a day (86400)")
+        }
     }
 
     func execute(_ daemon: Daemon) async throws {

@@ -22,8 +22,12 @@ struct Wait: DaemonCommand {
     var spool: String?
 
     func validate() throws {
-        if let timeout, ArgumentValues.duration(timeout, bareSeconds: true) == nil {
-            throw ValidationError("--timeout \"\(timeout)\" is not a duration (30s, 5m, 1h, or seconds)")
+        if let timeout {
+            guard let seconds = ArgumentValues.duration(timeout, bareSeconds: true) else {
+                throw ValidationError("--timeout \"\(timeout)\" is not a duration (30s, 5m, 1h, or seconds)")
+            }
+            // ferryd's own bound (a year): beyond it, a number no clock can hold.
+            guard seconds <= 31_536_000 else { throw ValidationError("--timeout must be at most a year (31536000 seconds)") }
         }
     }
 

@@ -139,6 +139,58 @@ struct DiskFullTests {
         }
     }
 
+    @Test("A tus upload whose new offset cannot be recorded (the state directory full) is retried, not left uploading: it is delivered once space returns, without a restart")
+    func tusOffsetWhileFull() async throws {
+        guard getuid() == 0 else {
+            Issue.record("this test mounts a tmpfs for state_directory and needs root (make test runs as root in CI)")
+            return
+        }
+        let directory = try TemporaryDirectory("ferry-tus")
+        let server = try await TusServer.start(filesDirectory: directory.url("files"))
+        // 1 MiB appends at 1 MiB/s: an offset is recorded about every second.
+        let spool = TestSpool(options: ["protocol = \"tus\"", "chunk_size = \"1MiB\"", "bandwidth_limit = \"1MiB/s\""],
+                              retry: ["initial_delay = \"200ms\"", "max_delay = \"1s\""])
+        do {
+            try await withDaemonHarness(spools: [spool], url: server.url + "/") { harness in
+                let state = try harness.directory.makeDirectory("state")
+                try await mountTmpfs(state, megabytes: 16, in: harness.directory)
+                defer { unmount(state) }
+                do {
+                    try await harness.start()
+                    let bytes = pseudoRandomBytes(8 << 20, seed: 35)
+                    let source = try harness.drop("footage.mov", bytes)
+                    try await waitUntil("an offset recorded", timeout: .seconds(60)) {
+                        (try await jobs(harness).first?.upload?.offset ?? 0) >= 1 << 20
+                    }
+                    let filler = state + "/filler"
+                    let fd = open(filler, O_WRONLY | O_CREAT | O_EXCL, 0o600)
+                    let chunk = [UInt8](repeating: 0x46, count: 1 << 16)
+                    while chunk.withUnsafeBytes({ write(fd, $0.baseAddress, $0.count) }) > 0 {}
+                    close(fd)
+                    // The new offset is not recorded: the attempt ends as a local failure, whose own record
+                    // waits for space (before, the sender's error left the job `uploading` until a restart).
+                    try await harness.daemon?.waitForLog("cannot record a job's outcome in the queue; retrying")
+                    #expect(unlink(filler) == 0)
+                    try await waitUntil("the file delivered", timeout: .seconds(60)) { try await jobs(harness).first?.state == .done }
+                    try await harness.waitForQuiet()
+                    let stats = try await server.stats()
+                    #expect(stats.completed.map(\.sha256) == [sha256Hex(bytes)])
+                    #expect(!fileExists(source))
+                    #expect(harness.daemon?.log.contains("cannot record the job's state in the queue database") == false)
+                    #expect(harness.daemon?.log.contains("cannot record the upload's progress in the queue") == true)
+                    await harness.shutdown()
+                } catch {
+                    await harness.shutdown()
+                    throw TestFailure("\(error)\n--- tus server ---\n\(server.log)\n--- ferryd ---\n\(harness.daemon?.log ?? "")")
+                }
+            }
+        } catch {
+            try? await server.stop()
+            throw error
+        }
+        try await server.stop()
+    }
+
     @Test("A state directory too full to create the queue stops ferryd with exit 73 and what to do")
     func fullAtFirstStart() async throws {
         guard getuid() == 0 else {

@@ -74,6 +74,11 @@ struct FerryctlTests {
             #expect(!fileExists(harness.spoolPath("strict") + "/.failed/bad.txt.error.json"))
             #expect(try await harness.ctl("retry", badID).status == 1)
             #expect(try await harness.ctl("retry").status == 64)
+            // Durations no clock can hold are usage errors, not a crash (exit 132).
+            let longWait = try await harness.ctl("wait", "--timeout", "1e16")
+            #expect(longWait.status == 64, "\(longWait)")
+            let longInterval = try await harness.ctl("status", "--watch", "--interval", "1e16")
+            #expect(longInterval.status == 64, "\(longInterval)")
 
             // Pause, hold, release, cancel, retry the cancelled job, resume.
             let paused = try await harness.ctl("pause")

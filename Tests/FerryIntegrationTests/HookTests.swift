@@ -251,7 +251,8 @@ struct HookTests {
             let job = try #require(try await jobs(harness).first)
             #expect(job.state == .failed)
             let envPath = out + "/\(job.id.rawValue).env"
-            try await waitUntil("the on_failed hook") { fileExists(envPath) }
+            // Whole: the shell makes the file before echo writes its line.
+            try await waitUntil("the on_failed hook") { Self.hasCompleteLine(envPath) }
             #expect(try String(contentsOfFile: envPath, encoding: .utf8) == "failed 422 \(harness.spoolPath())/.failed/bad.txt\n")
             let document = try parseJSONObject(try String(contentsOfFile: out + "/\(job.id.rawValue).json", encoding: .utf8))
             #expect(document["job"] as? String == job.id.rawValue && document["status"] as? Int == 422)
@@ -264,7 +265,7 @@ struct HookTests {
             let parked = try #require(try await jobs(harness).first { $0.displayPath == "parked.txt" })
             #expect(try await harness.ctl("cancel", parked.id.rawValue).status == 0)
             let parkedEnv = out + "/\(parked.id.rawValue).env"
-            try await waitUntil("the on_failed hook after the cancel") { fileExists(parkedEnv) }
+            try await waitUntil("the on_failed hook after the cancel") { Self.hasCompleteLine(parkedEnv) }
             #expect(try String(contentsOfFile: parkedEnv, encoding: .utf8) == "cancelled  \(harness.spoolPath())/.failed/parked.txt\n")
         }
     }

@@ -40,6 +40,15 @@ struct TerminalSafetyTests {
             let exact = try await harness.ctl("show", id, "--json").json()
             let job = try #require(exact["job"] as? [String: Any])
             #expect(job["file"] as? String == name, "--json keeps the name exact")
+
+            // enqueue answers with each file's name.
+            let outside = try TemporaryDirectory()
+            let copied = outside.url("b\u{1B}]0;owned\u{07}copied.txt")
+            #expect(FileManager.default.createFile(atPath: copied, contents: Data("copied".utf8)))
+            let enqueued = try await harness.ctl("enqueue", copied, "--spool", "test")
+            #expect(enqueued.status == 0, "\(enqueued)")
+            #expect(!Self.hasControl(enqueued.stdout), "raw control characters reached the terminal:\n\(enqueued.stdout)")
+            #expect(enqueued.stdout.contains(#"b\u001b]0;owned\u0007copied.txt"#), "\(enqueued.stdout)")
         }
     }
 }

@@ -28,16 +28,20 @@ struct BundleJobStoreTests {
         #expect(reread.kind == .bundle)
     }
 
-    @Test("A superseded bundle's successor is a bundle with the new files")
+    @Test("A superseded bundle's successor is a bundle with the new files, on the first version's max_age clock")
     func supersede() async throws {
         let queue = try TestQueue()
         var bundle = file("scan-2", inode: 9, size: 7)
         bundle.bundleFiles = Self.files
-        let job = try #require(try await queue.store.enqueue([bundle], now: Date(), makeBoundary: boundary).first)
+        let queued = Date(timeIntervalSince1970: 1_800_000_000)
+        let job = try #require(try await queue.store.enqueue([bundle], now: queued, makeBoundary: boundary).first)
         let newFiles = Self.files + [BundleFile(name: Array("c".utf8), size: 1)]
+        let later = queued.addingTimeInterval(3600)
         let successor = try await queue.store.supersede(
-            job, by: identity(9, size: 8, mtime: 2_000), now: Date(), notBefore: Date(), boundary: "b2", bundleFiles: newFiles)
+            job, by: identity(9, size: 8, mtime: 2_000), now: later, notBefore: later, boundary: "b2", bundleFiles: newFiles)
         #expect(successor.kind == .bundle)
+        #expect(successor.ageStart == queued, "the max_age clock goes on from the first version's")
+        #expect(try await queue.store.job(id: successor.id)?.ageStart == queued)
         #expect(try await queue.store.bundleMembers(of: successor).map(\.name) == newFiles.map(\.name))
         let old = try #require(try await queue.store.job(id: job.id))
         #expect(old.state == .superseded)

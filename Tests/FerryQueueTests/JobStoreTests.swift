@@ -65,6 +65,26 @@ struct JobStoreTests {
         #expect(counts["s"]?[.queued] == 2)
     }
 
+    @Test("A file whose older job an operator reopened, after a newer version was delivered, is that job's: the batch adds nothing and fails nothing")
+    func olderJobReopened() async throws {
+        let queue = try TestQueue()
+        let store = queue.store
+        // report.csv fails (moved aside); a new report.csv is delivered and deleted; retry reopens the first.
+        let first = try #require(try await store.enqueue([file("report.csv", inode: 1)], now: Date(), makeBoundary: boundary).first)
+        let failed = try await store.fail(first, now: Date(), error: "rejected", hooks: [])
+        try await store.markDisposed(failed, disposition: .moved, finalPath: Array("/f/report.csv".utf8), now: Date())
+        let second = try #require(try await store.enqueue([file("report.csv", inode: 2)], now: Date(), makeBoundary: boundary).first)
+        let claimed = try #require(try await store.claimDue(now: Date(), limit: 1).first { $0.id == second.id })
+        let done = try await store.finish(claimed, startedAt: Date(), now: Date(), bytesSent: 1,
+                                          transition: .succeeded(status: 200, body: [], contentType: nil))
+        try await store.markDisposed(done, disposition: .deleted, finalPath: nil, now: Date())
+        _ = try await store.reopen(failed, now: Date())
+        // The watcher sees the file back in the spool, with another file beside it in the same batch.
+        let added = try await store.enqueue([file("report.csv", inode: 1), file("other.csv", inode: 3)], now: Date(), makeBoundary: boundary)
+        #expect(added.map(\.displayPath) == ["other.csv"])
+        #expect(try await store.job(id: first.id)?.state == .held)
+    }
+
     @Test("The database refuses a second active job for the same file, whatever the caller does")
     func uniqueActivePath() async throws {
         let queue = try TestQueue()

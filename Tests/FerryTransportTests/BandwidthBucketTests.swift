@@ -46,6 +46,13 @@ struct BandwidthBucketTests {
         #expect(busy.take(8 << 20) == .seconds(7), "8 MiB at 1 MiB/s, one second's worth in hand")
         busy.setRate(1000)
         #expect(busy.take(0) == .seconds(1), "not 7 MiB / 1000 B/s, two hours")
+
+        // A schedule sets its rate again every minute: the same rate forgives no debt. Eight uploads
+        // of 200 KiB bodies taken at once at 2 KiB/s owe 800 s; the ninth waits for all of them.
+        let scheduled = BandwidthBucket(rate: 2048, now: clock.now)
+        for _ in 0..<8 { _ = scheduled.take(204_800) }
+        scheduled.setRate(2048)
+        #expect(scheduled.take(204_800) == .seconds(899), "not about 101 s: the rate was not lowered")
     }
 
     @Test("a throttle waits for its tightest bucket and sends pieces of a tenth of a second at it")
@@ -65,12 +72,13 @@ struct BandwidthBucketTests {
         ("4MiB/s", BandwidthLimit.bytesPerSecond(4 << 20)), ("500kB/s", .bytesPerSecond(500_000)), ("500 KiB/s", .bytesPerSecond(512_000)),
         ("10Mbit/s", .bytesPerSecond(1_250_000)), ("1.5M", .bytesPerSecond(1_572_864)), ("2G", .bytesPerSecond(2 << 30)),
         ("100 MB/s", .bytesPerSecond(100_000_000)), ("off", .off), ("OFF", .off), ("8 Mbps", .bytesPerSecond(1_000_000)), ("8 mbps", .bytesPerSecond(1_000_000)), ("1 kbit/s", .bytesPerSecond(125)),
+        ("10MBps", .bytesPerSecond(10_000_000)), ("500 kBps", .bytesPerSecond(500_000)), ("100 B/s", .bytesPerSecond(100)),
     ])
     func parse(_ text: String, _ expected: BandwidthLimit) {
         #expect(BandwidthLimit.parse(text) == expected)
     }
 
-    @Test("not rates (a lowercase b is bits to some and bytes to others: refused)", arguments: ["", "fast", "100", "0MiB/s", "-1MiB/s", "4 MiB/h", "1e3kB/s", "MiB/s", "10Mb/s", "500kb/s", "1 Gb", "2mb/s"])
+    @Test("not rates (a lowercase b is bits to some and bytes to others: refused)", arguments: ["", "fast", "100", "0MiB/s", "-1MiB/s", "4 MiB/h", "1e3kB/s", "MiB/s", "10Mb/s", "500kb/s", "1 Gb", "2mb/s", "100b/s", "100 b"])
     func notRates(_ text: String) {
         #expect(BandwidthLimit.parse(text) == nil, "\(text)")
     }
