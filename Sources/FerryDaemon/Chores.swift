@@ -46,9 +46,8 @@ final class Chores: Sendable {
 
     /// Runs until cancelled, in its own task (never in the scheduler's loop, whose turns feed the
     /// watchdog): a look for jobs a clock set back would strand, at the start and every minute;
-    /// pending dispositions every minute, event pruning every hour.
+    /// pending dispositions and event pruning (in batches) every minute.
     func run() async {
-        var minutes = 0
         var clock = ClockJumpDetector()
         let origin = ContinuousClock.now
         await followClock(&clock, origin: origin)
@@ -57,8 +56,7 @@ final class Chores: Sendable {
             if Task.isCancelled { return }
             await followClock(&clock, origin: origin)
             await finishPendingDispositions()
-            if minutes % 60 == 0 { _ = try? await store.pruneEvents(keep: Self.eventsKept) }
-            minutes += 1
+            _ = try? await store.pruneEvents(keep: Self.eventsKept)
         }
     }
 

@@ -136,7 +136,7 @@ public struct TusUploadMachine: Sendable {
         guard case .ready = phase else { preconditionFailure("start() called twice") }
         // Every byte confirmed already (a crash came between the last answer and the done record):
         // nothing to ask, whatever the server has done with the upload since.
-        if let upload, upload.offset >= settings.length { return finish(.answered(ServerAnswer(status: 204))) }
+        if let upload, upload.offset >= settings.length { return finish(.answered(completion(204, [], [], url: upload.url))) }
         phase = .discovering
         return .discover
     }
@@ -258,7 +258,7 @@ public struct TusUploadMachine: Sendable {
             progress.count(offset: offset)
             let updated = ResumableUpload(url: sent.url, offset: offset, expires: Self.expiry(headers) ?? sent.expires, endpointKey: sent.endpointKey)
             upload = updated
-            phase = .recording(then: offset >= settings.length ? .finish(.answered(answer(status, headers, body))) : nil)
+            phase = .recording(then: offset >= settings.length ? .finish(.answered(completion(status, headers, body, url: sent.url))) : nil)
             return .record(updated)
         case 409:
             // Our offset is not the server's, or the server is busy with the upload: ask.
@@ -333,7 +333,7 @@ public struct TusUploadMachine: Sendable {
             return .askOffset(url: upload.url)
         }
         if upload.offset >= settings.length {
-            return finish(.answered(ServerAnswer(status: 204)))
+            return finish(.answered(completion(204, [], [], url: upload.url)))
         }
         let remaining = settings.length - upload.offset
         let length = min(remaining, settings.chunkSize ?? remaining)
@@ -353,6 +353,14 @@ public struct TusUploadMachine: Sendable {
         return .finish(report)
     }
 
+
+    /// The answer that completed the upload. It names the upload (`Location`, as the creation's
+    /// answer did) when it does not itself: tusd answers the last PATCH 204 with none, and the
+    /// producer's result file and hooks would not learn where the file went.
+    private func completion(_ status: Int, _ headers: [(name: String, value: String)], _ body: [UInt8], url: String) -> ServerAnswer {
+        let named = HTTPHeaders.value("Location", in: headers) == nil ? headers + [(name: "Location", value: url)] : headers
+        return answer(status, named, body)
+    }
 
     private func answer(_ status: Int, _ headers: [(name: String, value: String)], _ body: [UInt8], during: String? = nil) -> ServerAnswer {
         let hint = status == 413 && settings.chunkSize == nil ? "if a proxy limits request bodies, set chunk_size" : nil

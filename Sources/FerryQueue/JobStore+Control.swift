@@ -106,12 +106,21 @@ extension JobStore {
         }
     }
 
-    /// Deletes all but the newest `keep` events; returns how many were deleted.
+    /// Deletes all but the newest `keep` events, at most `batch` in one transaction, so that the
+    /// queue's other writes go on between them (an hour of small files at full speed leaves
+    /// millions); returns how many were deleted.
     @discardableResult
-    public func pruneEvents(keep: Int64) async throws -> Int {
-        try await write { db in
-            try db.execute(sql: "DELETE FROM event WHERE id <= (SELECT MAX(id) FROM event) - ?", arguments: [keep])
-            return db.changesCount
+    public func pruneEvents(keep: Int64, batch: Int64 = 10_000) async throws -> Int {
+        var total = 0
+        while true {
+            let deleted = try await write { db in
+                try db.execute(
+                    sql: "DELETE FROM event WHERE id <= min((SELECT MAX(id) FROM event) - ?, (SELECT MIN(id) FROM event) + ? - 1)",
+                    arguments: [keep, batch])
+                return db.changesCount
+            }
+            total += deleted
+            if deleted < batch { return total }
         }
     }
 

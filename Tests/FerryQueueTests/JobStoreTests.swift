@@ -85,6 +85,18 @@ struct JobStoreTests {
         #expect(try await store.job(id: first.id)?.state == .held)
     }
 
+    @Test("Events are pruned to the newest kept, in batches of their own transactions")
+    func pruneEvents() async throws {
+        let queue = try TestQueue()
+        let files = (0..<25).map { file("f\($0)", inode: UInt64(100 + $0)) }
+        _ = try await queue.store.enqueue(files, now: Date(), makeBoundary: boundary)
+        let before = try await queue.store.eventBounds()
+        #expect(try await queue.store.pruneEvents(keep: 5, batch: 10) == 20)
+        let after = try await queue.store.eventBounds()
+        #expect(after.newest == before.newest && after.oldest == before.newest - 4, "\(before) → \(after)")
+        #expect(try await queue.store.pruneEvents(keep: 5, batch: 10) == 0)
+    }
+
     @Test("The database refuses a second active job for the same file, whatever the caller does")
     func uniqueActivePath() async throws {
         let queue = try TestQueue()
