@@ -45,7 +45,7 @@ final class SlotTicket: Sendable {
             throw error
         }
         if let reason = heldReason(job.spool) {
-            gate.leave()
+            gate.leave(tag: job.spool)
             activity.requeue(job, reason: reason)
             throw UploadGate.Refused()
         }
@@ -60,7 +60,7 @@ final class SlotTicket: Sendable {
             return (!state.released, state.entered)
         }
         guard first else { return }
-        if entered { gate.leave() } else { gate.withdraw(place) }
+        if entered { gate.leave(tag: job.spool) } else { gate.withdraw(place) }
         onRelease()
     }
 }

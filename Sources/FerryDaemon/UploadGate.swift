@@ -1,7 +1,8 @@
 import Synchronization
 
 /// The upload slots, as a gate: at most `capacity` jobs send at once; the others wait in line,
-/// higher `priority` first and otherwise in the order they were claimed.
+/// higher `priority` first; within one priority, spools (tags) take turns, and one spool's jobs go
+/// in the order they were claimed.
 ///
 /// The scheduler claims a few jobs more than there are slots and gives each a ``Place`` in line at
 /// once, in the order it claimed them; their pipelines open and read their files, then
@@ -28,6 +29,8 @@ final class UploadGate: Sendable {
     private struct State {
         var capacity: Int
         var inUse = 0
+        /// Slots in use by tag (spool): a spool sending already waits its turn behind the others.
+        var sending: [String: Int] = [:]
         /// Higher priority first, then in the order the places were taken.
         var line: [Entry] = []
         /// Places taken out of line before their job entered (refused, cancelled, closed).
@@ -72,8 +75,7 @@ final class UploadGate: Sendable {
             if state.closed {
                 state.refused.insert(id)
             } else {
-                let index = state.line.firstIndex { $0.priority < priority } ?? state.line.endIndex
-                state.line.insert(Entry(id: id, priority: priority, tag: tag), at: index)
+                state.line.insert(Entry(id: id, priority: priority, tag: tag), at: Self.index(for: tag, priority: priority, in: state))
             }
             return Place(id: id)
         }
@@ -117,13 +119,31 @@ final class UploadGate: Sendable {
         state.withLock { _ = $0.refused.remove(place.id) }
     }
 
-    /// Gives a slot back; the first in line that is ready takes it.
-    func leave() {
+    /// Gives back a slot that a job of `tag` held; the first in line that is ready takes it.
+    func leave(tag: String = "") {
         let admitted = state.withLock { state -> [CheckedContinuation<Void, any Error>] in
             state.inUse -= 1
+            if let held = state.sending[tag] { state.sending[tag] = held > 1 ? held - 1 : nil }
             return Self.admit(&state)
         }
         for continuation in admitted { continuation.resume() }
+    }
+
+    /// Where a new place of `tag` goes: behind every higher priority, and within its own, by turns.
+    /// A place's turn is how many of its spool's jobs are before it, sending or in line; the new
+    /// one goes before the first of its priority whose turn is later than its own. So a spool with
+    /// one file waits behind one job of each other spool, not behind a backlog claimed ahead.
+    private static func index(for tag: String, priority: Int, in state: State) -> Int {
+        var turns = state.sending
+        let own = (state.sending[tag] ?? 0) + state.line.filter { $0.priority == priority && $0.tag == tag }.count
+        for (index, entry) in state.line.enumerated() {
+            if entry.priority < priority { return index }
+            guard entry.priority == priority else { continue }
+            let turn = turns[entry.tag] ?? 0
+            if turn > own { return index }
+            turns[entry.tag] = turn + 1
+        }
+        return state.line.endIndex
     }
 
     /// Refuses the places whose `tag` (the scheduler's: their spool) matches: their spool may not
@@ -172,6 +192,7 @@ final class UploadGate: Sendable {
             if let blocking, entry.priority < blocking { break }
             if let continuation = entry.continuation {
                 state.inUse += 1
+                state.sending[entry.tag, default: 0] += 1
                 state.line.remove(at: index)
                 admitted.append(continuation)
             } else {

@@ -47,11 +47,11 @@ struct UploadGateTests {
 
     /// Starts a task that enters the gate (at `place`, or at a place of `priority` taken now) and,
     /// once in, notes `name` in `order`; it returns whether it got in.
-    static func entering(_ gate: UploadGate, at place: UploadGate.Place? = nil, _ name: String, priority: Int = 0,
+    static func entering(_ gate: UploadGate, at place: UploadGate.Place? = nil, _ name: String, priority: Int = 0, tag: String = "",
                          order: Arrivals) -> Task<Bool, Never> {
         Task {
             do {
-                if let place { try await gate.enter(place) } else { try await gate.enter(priority: priority) }
+                if let place { try await gate.enter(place) } else { try await gate.enter(priority: priority, tag: tag) }
                 order.append(name)
                 return true
             } catch {
@@ -93,6 +93,29 @@ struct UploadGateTests {
         }
         #expect(order.all == ["high1", "high2", "mid", "low1", "low2", "low3"])
         for task in tasks { #expect(await task.value) }
+    }
+
+    @Test("Spools of one priority take turns: one spool's file goes before another's backlog claimed ahead; each spool's own go in order")
+    func spoolsTakeTurns() async throws {
+        let gate = UploadGate(capacity: 1)
+        try await gate.enter(tag: "archives")
+        let order = Arrivals()
+        var tasks: [Task<Bool, Never>] = []
+        for (index, (name, tag)) in [("a2", "archives"), ("a3", "archives"), ("a4", "archives"), ("b1", "scans"), ("b2", "scans"), ("c1", "logs")].enumerated() {
+            tasks.append(Self.entering(gate, name, tag: tag, order: order))
+            try await Self.until("\(name) waiting") { gate.waiting == index + 1 }
+        }
+        var holder = "archives"
+        for count in 1...6 {
+            gate.leave(tag: holder)
+            try await Self.until("\(count) in") { order.count == count }
+            holder = ["a": "archives", "b": "scans", "c": "logs"][String(order.all[count - 1].prefix(1))]!
+        }
+        // archives was sending: the others' first files go before its backlog, then turns.
+        #expect(order.all == ["b1", "c1", "a2", "b2", "a3", "a4"])
+        for task in tasks { #expect(await task.value) }
+        gate.leave(tag: holder)
+        #expect(gate.inUse == 0)
     }
 
     @Test("A waiter whose job is stopped is refused and takes no slot; one stopped before it came is refused at once")
