@@ -42,7 +42,8 @@ struct DaemonParts: Sendable {
             }
         })
         let pipeline = JobPipeline(
-            records: OutcomeRecorder(store: store, logger: logger, problems: problems), runtime: runtime, activity: activity, followUps: followUps, bodies: senders.bodies, io: io,
+            records: OutcomeRecorder(store: store, logger: logger, problems: problems, stoppedByOperator: { activity.intervention(for: $0) != nil }),
+            runtime: runtime, activity: activity, followUps: followUps, bodies: senders.bodies, io: io,
             metrics: metrics, uploadsSettled: uploadsSettled, logger: logger)
         let paused = (try? await store.pausedSpools()) ?? []
         if !paused.isEmpty {

@@ -189,10 +189,19 @@ struct FailureReport: Encodable {
     var responseContentType: String?
     var responseExcerpt: String?
     var responseExcerptEncoding: String?
+    /// The last ``attemptsListed`` attempts.
     var attempts: [AttemptEntry]
+    /// How many attempts there were, when more than are listed.
+    var attemptsTotal: Int?
+
+    /// At most this many attempts are listed (a job retried for weeks at a short `max_delay` has
+    /// hundreds of thousands; the sidecar stays small, and the job id in it, which a restart and
+    /// `retry` look for, within ``SpoolFiles/sidecarReadLimit``).
+    static let attemptsListed = 1000
 
     enum CodingKeys: String, CodingKey {
         case version, job, spool, file, size, url, outcome, reason, status, headers, attempts
+        case attemptsTotal = "attempts_total"
         case failedAt = "failed_at", responseContentType = "response_content_type",
              responseExcerpt = "response_excerpt", responseExcerptEncoding = "response_excerpt_encoding"
     }
@@ -217,7 +226,8 @@ struct FailureReport: Encodable {
                 responseExcerptEncoding = "base64"
             }
         }
-        self.attempts = attempts.map { attempt in
+        if attempts.count > Self.attemptsListed { attemptsTotal = attempts.count }
+        self.attempts = attempts.suffix(Self.attemptsListed).map { attempt in
             AttemptEntry(
                 number: attempt.number, startedAt: ResultDocument.timestamp(attempt.startedAt),
                 durationMs: Int(attempt.duration * 1000), status: attempt.httpStatus, error: attempt.error,

@@ -101,8 +101,12 @@ final class JobPipeline: Sendable {
             // A sender throws only when the queue could not record a resumable upload's new state (a
             // full disk): a local problem, retried like one; the next attempt asks the server where
             // the upload stands. (Thrown on, the job would sit in `uploading` until the next start.)
-            if Task.isCancelled { return SendResult(report: .stopped) }
-            return SendResult(report: .localFailure("cannot record the upload's progress in the queue: \(error)"))
+            // The upload as last recorded (reads work on a full disk), not as claimed: that one may
+            // be older, or none, and recording it would forget an upload made in this attempt.
+            let recorded = try? await records.store.job(id: job.id)
+            let report: AttemptReport = Task.isCancelled ? .stopped : .localFailure("cannot record the upload's progress in the queue: \(error)")
+            guard let recorded else { return SendResult(report: report) }
+            return SendResult(report: report, upload: recorded.upload, recordsUpload: true)
         }
     }
 

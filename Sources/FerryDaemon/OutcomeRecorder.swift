@@ -4,14 +4,16 @@ import Logging
 
 /// Records job outcomes in the queue, retrying while the database cannot be written (a full disk,
 /// an I/O error), so that a job whose outcome is known never sits in `uploading` until the next
-/// start. An operator's hold or cancel, which cancels the job's task, does not stop the retries; a
-/// stop of the daemon waits for them up to `shutdown_timeout`, and the job is then recovered at the
-/// next start.
+/// start. A stop of the daemon ends the retries (the job is recovered at the next start); an
+/// operator's hold or cancel, which cancels the job's task too, does not.
 struct OutcomeRecorder: Sendable {
     let store: JobStore
     let logger: Logger
     /// While a record waits, its spool shows the problem (`ferryctl status`, `health`).
     let problems: LocalProblems
+    /// Whether an operator (hold, cancel, a window's end) stopped the job: its task's cancellation
+    /// is then not the daemon stopping.
+    var stoppedByOperator: @Sendable (Job) -> Bool = { _ in false }
 
     @discardableResult
     func finish(
@@ -37,10 +39,11 @@ struct OutcomeRecorder: Sendable {
     }
 
     private func persist<T: Sendable>(_ job: Job, _ write: @escaping @Sendable () async throws -> T) async throws -> T {
-        let (logger, problems) = (logger, problems)
-        // A task of its own, which the job's cancellation does not reach: a 2xx whose record an
-        // operator's cancel cut short would leave the job `uploading` until the next start.
-        return try await Task {
+        let (logger, problems, stoppedByOperator) = (logger, problems, stoppedByOperator)
+        // A task of its own, which an operator's stop of the job does not reach: a 2xx whose record
+        // a cancel cut short would leave the job `uploading` until the next start. The daemon's
+        // stop does reach it.
+        let recording = Task {
             var waited = false
             let recorded = try await RetriedWrite.run(logging: "cannot record a job's outcome in the queue; retrying", to: logger, failed: { error in
                 waited = true
@@ -48,6 +51,11 @@ struct OutcomeRecorder: Sendable {
             }, write)
             if waited { problems.resolved(spool: job.spool, job: job.id.rawValue) }
             return recorded
-        }.value
+        }
+        return try await withTaskCancellationHandler {
+            try await recording.value
+        } onCancel: {
+            if !stoppedByOperator(job) { recording.cancel() }
+        }
     }
 }

@@ -120,7 +120,8 @@ extension JobStore {
                 return db.changesCount
             }
             total += deleted
-            if deleted < batch { return total }
+            // A stop waits for one batch at most (the first run after an upgrade may have millions).
+            if deleted < batch || Task.isCancelled { return total }
         }
     }
 

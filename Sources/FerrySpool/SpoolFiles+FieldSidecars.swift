@@ -85,7 +85,16 @@ extension SpoolFiles {
             guard let bytes = parent.readPrefix(name, limit: Int(status.size) + 1), bytes.count == Int(status.size) else {
                 throw SystemError(operation: "read", path: parent.childPath(name), code: EIO)
             }
-            try destination.writeFileAtomically(Self.fieldSidecarName(for: finalName), bytes: bytes, mode: mode_t(status.mode & 0o777))
+            // Never over a file there: in a failed directory two spools share, a file of the other
+            // spool may have this name. Taken by our own bytes (a run cut short after writing them):
+            // done; by others: `<final name>.1.fields.toml`, and so on.
+            var candidate = Self.fieldSidecarName(for: finalName)
+            for number in 1...1000 {
+                if try destination.writeFileNoReplace(candidate, bytes: bytes, mode: mode_t(status.mode & 0o777)) { break }
+                if destination.readPrefix(candidate, limit: bytes.count + 1) == bytes { break }
+                guard number < 1000 else { throw SystemError(operation: "create", path: destination.childPath(candidate), code: EEXIST) }
+                candidate = Self.fieldSidecarName(for: finalName + Array(".\(number)".utf8))
+            }
             destination.sync()
         }
         do {

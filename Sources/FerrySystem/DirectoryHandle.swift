@@ -237,6 +237,20 @@ public final class DirectoryHandle: Sendable {
         }
     }
 
+    /// ``writeFileAtomically(_:bytes:mode:)``, but never over an existing `name`: returns `false`
+    /// (and writes nothing) when `name` is taken.
+    public func writeFileNoReplace(_ name: [UInt8], bytes: [UInt8], mode: mode_t = 0o640) throws(SystemError) -> Bool {
+        let temporary = try writeTemporary(bytes, mode: mode)
+        do {
+            try renameNoReplace(temporary, to: self, as: name)
+            return true
+        } catch {
+            try? unlink(temporary)
+            if error.code == EEXIST { return false }
+            throw error
+        }
+    }
+
     /// A hidden temporary file (`O_EXCL | O_NOFOLLOW`) holding `bytes`, synced; its name.
     private func writeTemporary(_ bytes: [UInt8], mode: mode_t) throws(SystemError) -> [UInt8] {
         let temporary = Array(".ferry-partial-\(UInt64.random(in: 0...UInt64.max))".utf8)

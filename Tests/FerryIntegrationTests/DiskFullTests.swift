@@ -175,6 +175,9 @@ struct DiskFullTests {
                     try await harness.waitForQuiet()
                     let stats = try await server.stats()
                     #expect(stats.completed.map(\.sha256) == [sha256Hex(bytes)])
+                    // The upload made before the disk filled goes on: one creation, no byte sent twice.
+                    #expect(stats.counts["POST"] == 1, "\(stats.counts)")
+                    #expect(stats.patchBytes == bytes.count, "\(stats.patchBytes) PATCH bytes for \(bytes.count)")
                     #expect(!fileExists(source))
                     #expect(harness.daemon?.log.contains("cannot record the job's state in the queue database") == false)
                     #expect(harness.daemon?.log.contains("cannot record the upload's progress in the queue") == true)

@@ -65,4 +65,27 @@ struct SpoolFilesMoveTests {
         #expect(try FileManager.default.contentsOfDirectory(atPath: directories.spool).isEmpty, "nothing left under a claim name")
         #expect(try FileManager.default.contentsOfDirectory(atPath: directories.destination).count == 6)
     }
+
+    @Test("a field sidecar moved beside its file never replaces a file there (a failed directory two spools share); the same bytes again are already in place")
+    func fieldSidecarNeverReplaces() throws {
+        let directories = try Directories()
+        defer { directories.remove() }
+        // Another spool's refused file, named as this file's sidecar would be.
+        directories.write(directories.destination + "/scan.pdf.fields.toml", "another spool's file")
+        directories.write(directories.spool + "/scan.pdf", "page")
+        directories.write(directories.spool + "/scan.pdf.fields.toml", "alt = \"a scan\"\n")
+        let files = SpoolFiles(directory: directories.spool)
+        let sidecar = try #require(DirectoryHandle.open(directories.spool).status(of: Array("scan.pdf.fields.toml".utf8)))
+        guard case .done(let moved?) = try directories.move("scan.pdf", token: "01JOBS") else { Issue.record("not moved"); return }
+        try files.disposeOfFieldSidecar(of: Array("scan.pdf".utf8), expected: sidecar.version, movedTo: moved)
+        #expect(FileManager.default.contents(atPath: directories.destination + "/scan.pdf.fields.toml") == Data("another spool's file".utf8))
+        #expect(FileManager.default.contents(atPath: directories.destination + "/scan.pdf.1.fields.toml") == Data("alt = \"a scan\"\n".utf8))
+        #expect(!FileManager.default.fileExists(atPath: directories.spool + "/scan.pdf.fields.toml"))
+        // A run cut short after writing it: the same bytes at the name are ours.
+        directories.write(directories.spool + "/scan.pdf.fields.toml", "alt = \"a scan\"\n")
+        let again = try #require(DirectoryHandle.open(directories.spool).status(of: Array("scan.pdf.fields.toml".utf8)))
+        try files.disposeOfFieldSidecar(of: Array("scan.pdf".utf8), expected: again.version, movedTo: moved)
+        #expect(!FileManager.default.fileExists(atPath: directories.destination + "/scan.pdf.2.fields.toml"))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directories.destination).sorted() == ["scan.pdf", "scan.pdf.1.fields.toml", "scan.pdf.fields.toml"])
+    }
 }
