@@ -16,6 +16,16 @@ public struct Throttle: Sendable {
         buckets.map { $0.take(bytes) }.max() ?? .zero
     }
 
+    /// The longest a wait for tokens is slept at once before it is looked at again.
+    public static let waitSlice = Duration.seconds(1)
+
+    /// Of a wait slept out in slices: what is left of `left` after `slice`, and no more than the
+    /// buckets owe now, so that a limit lifted or raised meanwhile (`ferryctl limit`, a schedule)
+    /// ends it early: "at once, mid-upload", not after a wait worked out at the old rate.
+    public func stillOwed(_ left: Duration, after slice: Duration) -> Duration {
+        max(.zero, min(left - slice, take(0)))
+    }
+
     /// How many bytes to send at a time: about a tenth of a second's worth at the tightest limit
     /// (4 KiB to `ceiling`), so the limit is smooth rather than bursts and pauses.
     public func pieceLength(ceiling: Int64) -> Int64 {

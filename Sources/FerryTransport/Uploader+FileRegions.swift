@@ -94,11 +94,19 @@ extension Uploader {
         let body = HTTPClient.Body.stream(contentLength: request.contentLength) { writer in
             @Sendable func write(from offset: Int64) -> EventLoopFuture<Void> {
                 let upTo = min(offset + sizer.withLock { $0.length }, end)
-                if let wait = throttle?.take(upTo - offset), wait > .zero {
-                    // The region waits for its tokens on the loop; a wait is no stall.
+                if let throttle, case let wait = throttle.take(upTo - offset), wait > .zero {
+                    // The region waits for its tokens on the loop, in slices; a wait is no stall.
                     watchdog.willWait(wait)
-                    return loop.scheduleTask(in: .nanoseconds(Int64(wait / .nanoseconds(1)))) { watchdog.progressed() }
-                        .futureResult.flatMap { send(from: offset, upTo: upTo) }
+                    @Sendable func waiting(_ left: Duration) -> EventLoopFuture<Void> {
+                        guard left > .zero else {
+                            watchdog.progressed()
+                            return send(from: offset, upTo: upTo)
+                        }
+                        let slice = min(left, Throttle.waitSlice)
+                        return loop.scheduleTask(in: .nanoseconds(Int64(slice / .nanoseconds(1)))) {}
+                            .futureResult.flatMap { waiting(throttle.stillOwed(left, after: slice)) }
+                    }
+                    return waiting(wait)
                 }
                 return send(from: offset, upTo: upTo)
             }

@@ -88,10 +88,14 @@ public final class Uploader: Sendable {
     /// Waits until `bytes` may be sent under the throttle, if there is one; a wait is no stall.
     func throttled(_ bytes: Int64, watchdog: ProgressWatchdog) async {
         guard let throttle else { return }
-        let wait = throttle.take(bytes)
+        var wait = throttle.take(bytes)
         guard wait > .zero else { return }
         watchdog.willWait(wait)
-        try? await EventLoopSleep.sleep(for: wait)
+        while wait > .zero {
+            let slice = min(wait, Throttle.waitSlice)
+            guard (try? await EventLoopSleep.sleep(for: slice)) != nil else { break }
+            wait = throttle.stillOwed(wait, after: slice)
+        }
         watchdog.progressed()
     }
 

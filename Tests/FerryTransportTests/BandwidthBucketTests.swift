@@ -68,6 +68,23 @@ struct BandwidthBucketTests {
         #expect(throttle.take(10_000) == .milliseconds(250), "the spool's 8000/s is the tighter")
     }
 
+    @Test("a wait slept in slices ends early when the limit is raised or lifted meanwhile, never later")
+    func waitsLookAgain() {
+        let clock = FakeClock()
+        let bucket = BandwidthBucket(rate: 1000, now: clock.now)
+        let throttle = Throttle(buckets: [bucket])
+        let wait = throttle.take(9000)
+        #expect(wait == .seconds(8))
+        clock.advance(.seconds(1))
+        #expect(throttle.stillOwed(wait, after: .seconds(1)) == .seconds(7), "unchanged: the rest of the wait")
+        bucket.setRate(7000)
+        clock.advance(.seconds(1))
+        #expect(throttle.stillOwed(.seconds(7), after: .seconds(1)) == .zero, "raised to 7000/s: the debt is paid")
+        let again = throttle.take(21_000)
+        bucket.setRate(nil)
+        #expect(throttle.stillOwed(again, after: .seconds(1)) == .zero, "lifted: nothing owed")
+    }
+
     @Test("rates as written", arguments: [
         ("4MiB/s", BandwidthLimit.bytesPerSecond(4 << 20)), ("500kB/s", .bytesPerSecond(500_000)), ("500 KiB/s", .bytesPerSecond(512_000)),
         ("10Mbit/s", .bytesPerSecond(1_250_000)), ("1.5M", .bytesPerSecond(1_572_864)), ("2G", .bytesPerSecond(2 << 30)),
