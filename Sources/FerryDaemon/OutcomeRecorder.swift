@@ -1,19 +1,35 @@
 import FerryQueue
 import Foundation
 import Logging
+import Synchronization
 
 /// Records job outcomes in the queue, retrying while the database cannot be written (a full disk,
 /// an I/O error), so that a job whose outcome is known never sits in `uploading` until the next
-/// start. A stop of the daemon ends the retries (the job is recovered at the next start); an
-/// operator's hold or cancel, which cancels the job's task too, does not.
+/// start. A stop of the daemon ends the retries once its `shutdown_timeout` is over (the job is
+/// recovered at the next start); an operator's hold or cancel, which cancels the job's task, does not.
 struct OutcomeRecorder: Sendable {
+    /// Set when the daemon stops waiting for uploads in flight (``abandonRetries()``): records still
+    /// retried then give up, whoever stopped their job first.
+    private let abandoned = Abandoned()
     let store: JobStore
     let logger: Logger
     /// While a record waits, its spool shows the problem (`ferryctl status`, `health`).
     let problems: LocalProblems
     /// Whether an operator (hold, cancel, a window's end) stopped the job: its task's cancellation
     /// is then not the daemon stopping.
-    var stoppedByOperator: @Sendable (Job) -> Bool = { _ in false }
+    let stoppedByOperator: @Sendable (Job) -> Bool
+
+    init(store: JobStore, logger: Logger, problems: LocalProblems, stoppedByOperator: @escaping @Sendable (Job) -> Bool = { _ in false }) {
+        self.store = store
+        self.logger = logger
+        self.problems = problems
+        self.stoppedByOperator = stoppedByOperator
+    }
+
+    /// The daemon stops: every record still retried gives up at its next try.
+    func abandonRetries() {
+        abandoned.flag.store(true, ordering: .sequentiallyConsistent)
+    }
 
     @discardableResult
     func finish(
@@ -39,13 +55,15 @@ struct OutcomeRecorder: Sendable {
     }
 
     private func persist<T: Sendable>(_ job: Job, _ write: @escaping @Sendable () async throws -> T) async throws -> T {
-        let (logger, problems, stoppedByOperator) = (logger, problems, stoppedByOperator)
+        let (logger, problems, stoppedByOperator, abandoned) = (logger, problems, stoppedByOperator, abandoned)
         // A task of its own, which an operator's stop of the job does not reach: a 2xx whose record
         // a cancel cut short would leave the job `uploading` until the next start. The daemon's
         // stop does reach it.
         let recording = Task {
             var waited = false
-            let recorded = try await RetriedWrite.run(logging: "cannot record a job's outcome in the queue; retrying", to: logger, failed: { error in
+            let recorded = try await RetriedWrite.run(
+                logging: "cannot record a job's outcome in the queue; retrying", to: logger,
+                givesUp: { Task.isCancelled || abandoned.flag.load(ordering: .sequentiallyConsistent) }, failed: { error in
                 waited = true
                 problems.report(spool: job.spool, job: job.id.rawValue, "cannot record an upload's outcome in the queue (it is retried; the file stays until it is recorded): \(error)")
             }, write)
@@ -58,4 +76,9 @@ struct OutcomeRecorder: Sendable {
             if !stoppedByOperator(job) { recording.cancel() }
         }
     }
+}
+
+/// ``OutcomeRecorder``'s flag, shared by its copies.
+private final class Abandoned: Sendable {
+    let flag = Atomic(false)
 }

@@ -302,6 +302,8 @@ final class Scheduler: Sendable {
                 if active > 0 {
                     logger.notice("shutdown timeout reached; aborting uploads in flight (they stay queued)",
                                   metadata: ["uploads": "\(active)"])
+                    // Records retried for jobs an operator stopped first are past their cancellation.
+                    pipeline.records.abandonRetries()
                     group.cancelAll()
                 }
             }

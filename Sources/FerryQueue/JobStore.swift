@@ -119,14 +119,15 @@ public final class JobStore: Sendable {
         return try await Task.detached { try await pool.read(value) }.value
     }
 
-    /// The job with public id `id`.
+    /// The job with public id `id` (read also by a cancelled caller: a pipeline stopped by an
+    /// operator still learns the upload it recorded).
     public func job(id: JobID) async throws -> Job? {
-        try await pool.read { db in try Job.filter(Job.Field.id == id.rawValue).fetchOne(db) }
+        try await read { db in try Job.filter(Job.Field.id == id.rawValue).fetchOne(db) }
     }
 
-    /// The job with internal sequence number `sequence`.
+    /// The job with internal sequence number `sequence` (read also by a cancelled caller).
     public func job(sequence: Int64) async throws -> Job? {
-        try await pool.read { db in try Job.fetchOne(db, key: sequence) }
+        try await read { db in try Job.fetchOne(db, key: sequence) }
     }
 
     /// Jobs, newest first, optionally filtered by state and spool.

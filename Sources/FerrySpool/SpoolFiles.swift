@@ -234,7 +234,9 @@ public struct SpoolFiles: Sendable {
         case .claimed(let parent, let claimed):
             for candidate in Self.candidateNames(for: name, token: token) {
                 let sidecarName = Self.sidecarName(for: candidate)
-                guard destination.status(of: candidate) == nil else { continue }
+                // Nor a name whose field sidecar's name is taken (a failed directory two spools share):
+                // the file's own sidecar, if it has one, follows it under that name.
+                guard destination.status(of: candidate) == nil, destination.status(of: Self.fieldSidecarName(for: candidate)) == nil else { continue }
                 if let sidecar = target.sidecar {
                     // A sidecar already there is ours only if an interrupted run wrote it.
                     if destination.status(of: sidecarName) != nil,

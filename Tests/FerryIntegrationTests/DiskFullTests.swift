@@ -194,6 +194,41 @@ struct DiskFullTests {
         try await server.stop()
     }
 
+    @Test("SIGTERM while the record of an operator's cancel waits for space: ferryd still stops soon after shutdown_timeout, and the file stays")
+    func stopWhileCancelRecordWaits() async throws {
+        guard getuid() == 0 else {
+            Issue.record("this test mounts a tmpfs for state_directory and needs root (make test runs as root in CI)")
+            return
+        }
+        let gate = ReceiverGate()
+        let plan: @Sendable (RequestInfo) -> ReceiverAction = { info in info.index == 0 ? .stallUntil(afterBytes: 64 * 1024, gate: gate) : .store() }
+        // put: no request body file in the state directory, whose removal would free the space.
+        try await withSmallStateDirectory(
+            spools: [TestSpool(options: ["protocol = \"put\""])], topLevel: ["shutdown_timeout = \"1s\""], plan: plan
+        ) { harness, state in
+            try await harness.start()
+            let source = try harness.drop("report.pdf", pseudoRandomBytes(2 << 20, seed: 36))
+            try await waitUntil("the upload to be under way") { (harness.receiver.requests.first?.bodyBytes ?? 0) >= 64 * 1024 }
+            let id = try #require(try await jobs(harness).first).id.rawValue
+            let filler = state + "/filler"
+            let fd = open(filler, O_WRONLY | O_CREAT | O_EXCL, 0o600)
+            let chunk = [UInt8](repeating: 0x46, count: 1 << 16)
+            while chunk.withUnsafeBytes({ write(fd, $0.baseAddress, $0.count) }) > 0 {}
+            close(fd)
+            // The cancel stops the upload; its record cannot be written, and is retried past the cancel.
+            _ = try await harness.ctl("cancel", id)
+            try await harness.daemon?.waitForLog("cannot record a job's outcome in the queue; retrying")
+            let stopping = ContinuousClock.now
+            let status = try await harness.daemon?.stop(timeout: .seconds(60))
+            let elapsed = ContinuousClock.now - stopping
+            #expect(status == 0)
+            #expect(elapsed < .seconds(10), "exit took \(elapsed) with shutdown_timeout = 1s")
+            #expect(fileExists(source), "the file stays in the spool until a cancel is on record")
+            gate.open()
+            #expect(unlink(filler) == 0)
+        }
+    }
+
     @Test("A state directory too full to create the queue stops ferryd with exit 73 and what to do")
     func fullAtFirstStart() async throws {
         guard getuid() == 0 else {

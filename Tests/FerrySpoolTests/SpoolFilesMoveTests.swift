@@ -76,16 +76,25 @@ struct SpoolFilesMoveTests {
         directories.write(directories.spool + "/scan.pdf.fields.toml", "alt = \"a scan\"\n")
         let files = SpoolFiles(directory: directories.spool)
         let sidecar = try #require(DirectoryHandle.open(directories.spool).status(of: Array("scan.pdf.fields.toml".utf8)))
+        // The file goes under a name whose sidecar's name is free, and its sidecar beside it.
         guard case .done(let moved?) = try directories.move("scan.pdf", token: "01JOBS") else { Issue.record("not moved"); return }
+        #expect(String(decoding: moved, as: UTF8.self) == directories.destination + "/scan.1.pdf")
         try files.disposeOfFieldSidecar(of: Array("scan.pdf".utf8), expected: sidecar.version, movedTo: moved)
         #expect(FileManager.default.contents(atPath: directories.destination + "/scan.pdf.fields.toml") == Data("another spool's file".utf8))
-        #expect(FileManager.default.contents(atPath: directories.destination + "/scan.pdf.1.fields.toml") == Data("alt = \"a scan\"\n".utf8))
+        #expect(FileManager.default.contents(atPath: directories.destination + "/scan.1.pdf.fields.toml") == Data("alt = \"a scan\"\n".utf8))
         #expect(!FileManager.default.fileExists(atPath: directories.spool + "/scan.pdf.fields.toml"))
-        // A run cut short after writing it: the same bytes at the name are ours.
-        directories.write(directories.spool + "/scan.pdf.fields.toml", "alt = \"a scan\"\n")
-        let again = try #require(DirectoryHandle.open(directories.spool).status(of: Array("scan.pdf.fields.toml".utf8)))
-        try files.disposeOfFieldSidecar(of: Array("scan.pdf".utf8), expected: again.version, movedTo: moved)
-        #expect(!FileManager.default.fileExists(atPath: directories.destination + "/scan.pdf.2.fields.toml"))
-        #expect(try FileManager.default.contentsOfDirectory(atPath: directories.destination).sorted() == ["scan.pdf", "scan.pdf.1.fields.toml", "scan.pdf.fields.toml"])
+        // A name taken anyway (a race): never replaced; the same bytes again (a run cut short after
+        // writing them) are ours.
+        directories.write(directories.spool + "/other.pdf.fields.toml", "alt = \"other\"\n")
+        directories.write(directories.destination + "/other.pdf.fields.toml", "not ours")
+        let other = try #require(DirectoryHandle.open(directories.spool).status(of: Array("other.pdf.fields.toml".utf8)))
+        let otherMoved = Array((directories.destination + "/other.pdf").utf8)
+        try files.disposeOfFieldSidecar(of: Array("other.pdf".utf8), expected: other.version, movedTo: otherMoved)
+        #expect(FileManager.default.contents(atPath: directories.destination + "/other.pdf.fields.toml") == Data("not ours".utf8))
+        #expect(FileManager.default.contents(atPath: directories.destination + "/other.pdf.1.fields.toml") == Data("alt = \"other\"\n".utf8))
+        directories.write(directories.spool + "/other.pdf.fields.toml", "alt = \"other\"\n")
+        let again = try #require(DirectoryHandle.open(directories.spool).status(of: Array("other.pdf.fields.toml".utf8)))
+        try files.disposeOfFieldSidecar(of: Array("other.pdf".utf8), expected: again.version, movedTo: otherMoved)
+        #expect(!FileManager.default.fileExists(atPath: directories.destination + "/other.pdf.2.fields.toml"))
     }
 }
