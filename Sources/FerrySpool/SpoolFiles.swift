@@ -219,7 +219,10 @@ public struct SpoolFiles: Sendable {
             // An earlier run may have moved it already: look for this very file (same inode) there.
             for candidate in Array(Self.candidateNames(for: name).prefix(1000)) + [Self.uniqueName(for: name, token: token)] {
                 guard let status = destination.status(of: candidate) else {
-                    if destination.status(of: Self.sidecarName(for: candidate)) == nil { break }
+                    // A name the move would have taken ends the search; one it skips (its sidecar's
+                    // or its field sidecar's name taken) does not.
+                    if destination.status(of: Self.sidecarName(for: candidate)) == nil,
+                       destination.status(of: Self.fieldSidecarName(for: candidate)) == nil { break }
                     continue
                 }
                 if bundle ? status.kind == .directory && status.version.inodeIdentity == expected.version.inodeIdentity

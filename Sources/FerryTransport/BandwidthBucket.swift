@@ -10,6 +10,7 @@ public final class BandwidthBucket: Sendable {
         var rate: Int64?
         var tokens: Double
         var stamp: ContinuousClock.Instant
+        var forgiven: UInt64 = 0
     }
 
     private let state: Mutex<State>
@@ -24,6 +25,10 @@ public final class BandwidthBucket: Sendable {
     /// Bytes per second; `nil`: no limit.
     public var rate: Int64? { state.withLock { $0.rate } }
 
+    /// How many times a rate change forgave part of a debt (see ``setRate(_:)``): a waiter whose
+    /// wait began before such a change keeps it, the forgiven bytes being no upload's to take.
+    public var debtsForgiven: UInt64 { state.withLock { $0.forgiven } }
+
     /// Changes the rate at once (a schedule, an operator); what was saved is kept up to the new
     /// second's worth, and so is a debt. The same rate again changes nothing (a schedule sets its
     /// rate every minute: forgiving the debt each time would let uploads run over it).
@@ -35,7 +40,10 @@ public final class BandwidthBucket: Sendable {
             state.rate = rate
             // At most a second's worth either way: a limit lowered after heavy traffic does not make
             // the next uploads wait out the old rate's debt at the new rate (hours, at a few KiB/s).
-            if let rate { state.tokens = max(-Double(rate), min(state.tokens, Double(rate))) }
+            if let rate {
+                if state.tokens < -Double(rate) { state.forgiven &+= 1 }
+                state.tokens = max(-Double(rate), min(state.tokens, Double(rate)))
+            }
         }
     }
 

@@ -19,22 +19,17 @@ public struct Throttle: Sendable {
     /// The longest a wait for tokens is slept at once before it is looked at again.
     public static let waitSlice = Duration.seconds(1)
 
-    /// Each bucket's rate now (`nil`: no limit), to hand to ``stillOwed(_:after:ratesThen:)``.
-    public var rates: [Int64?] { buckets.map(\.rate) }
+    /// Each bucket's count of forgiven debts, to hand to ``stillOwed(_:after:since:)``.
+    public var debtsForgiven: [UInt64] { buckets.map(\.debtsForgiven) }
 
-    /// Of a wait slept out in slices: what is left of `left` after `slice`, and, when no limit was
-    /// lowered since `ratesThen`, no more than the buckets owe now, so that a limit lifted or raised
-    /// meanwhile (`ferryctl limit`, a schedule) ends it early: "at once, mid-upload", not after a
-    /// wait worked out at the old rate. (A lowered limit keeps the wait: the bucket forgave what it
-    /// owed beyond a second, and that is no upload's to take.)
-    public func stillOwed(_ left: Duration, after slice: Duration, ratesThen: [Int64?]) -> Duration {
+    /// Of a wait slept out in slices: what is left of `left` after `slice`, and no more than the
+    /// buckets owe now, so that a limit lifted or raised meanwhile (`ferryctl limit`, a schedule)
+    /// ends it early: "at once, mid-upload", not after a wait worked out at the old rate. Unless a
+    /// bucket forgave part of its debt since `forgiven` (a limit lowered, even if raised again):
+    /// the wait then stays, the forgiven bytes being no upload's to take.
+    public func stillOwed(_ left: Duration, after slice: Duration, since forgiven: [UInt64]) -> Duration {
         let rest = max(.zero, left - slice)
-        let lowered = zip(buckets, ratesThen).contains { bucket, then in
-            guard let now = bucket.rate else { return false }
-            guard let then else { return true }
-            return now < then
-        }
-        return lowered ? rest : min(rest, take(0))
+        return debtsForgiven == forgiven ? min(rest, take(0)) : rest
     }
 
     /// How many bytes to send at a time: about a tenth of a second's worth at the tightest limit

@@ -94,7 +94,7 @@ extension Uploader {
         let body = HTTPClient.Body.stream(contentLength: request.contentLength) { writer in
             @Sendable func write(from offset: Int64) -> EventLoopFuture<Void> {
                 let upTo = min(offset + sizer.withLock { $0.length }, end)
-                if let throttle, case let rates = throttle.rates, case let wait = throttle.take(upTo - offset), wait > .zero {
+                if let throttle, case let forgiven = throttle.debtsForgiven, case let wait = throttle.take(upTo - offset), wait > .zero {
                     // The region waits for its tokens on the loop, in slices; a wait is no stall.
                     watchdog.willWait(wait)
                     @Sendable func waiting(_ left: Duration) -> EventLoopFuture<Void> {
@@ -104,7 +104,7 @@ extension Uploader {
                         }
                         let slice = min(left, Throttle.waitSlice)
                         return loop.scheduleTask(in: .nanoseconds(Int64(slice / .nanoseconds(1)))) {}
-                            .futureResult.flatMap { waiting(throttle.stillOwed(left, after: slice, ratesThen: rates)) }
+                            .futureResult.flatMap { waiting(throttle.stillOwed(left, after: slice, since: forgiven)) }
                     }
                     return waiting(wait)
                 }

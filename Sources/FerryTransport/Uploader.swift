@@ -88,14 +88,14 @@ public final class Uploader: Sendable {
     /// Waits until `bytes` may be sent under the throttle, if there is one; a wait is no stall.
     func throttled(_ bytes: Int64, watchdog: ProgressWatchdog) async {
         guard let throttle else { return }
-        let rates = throttle.rates
+        let forgiven = throttle.debtsForgiven
         var wait = throttle.take(bytes)
         guard wait > .zero else { return }
         watchdog.willWait(wait)
         while wait > .zero {
             let slice = min(wait, Throttle.waitSlice)
             guard (try? await EventLoopSleep.sleep(for: slice)) != nil else { break }
-            wait = throttle.stillOwed(wait, after: slice, ratesThen: rates)
+            wait = throttle.stillOwed(wait, after: slice, since: forgiven)
         }
         watchdog.progressed()
     }

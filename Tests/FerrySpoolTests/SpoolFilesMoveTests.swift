@@ -83,6 +83,11 @@ struct SpoolFilesMoveTests {
         #expect(FileManager.default.contents(atPath: directories.destination + "/scan.pdf.fields.toml") == Data("another spool's file".utf8))
         #expect(FileManager.default.contents(atPath: directories.destination + "/scan.1.pdf.fields.toml") == Data("alt = \"a scan\"\n".utf8))
         #expect(!FileManager.default.fileExists(atPath: directories.spool + "/scan.pdf.fields.toml"))
+        // A crash after the rename, before its record: the next run finds the file under the name
+        // the move took, past the one it skipped.
+        let found = try files.move(Array("scan.pdf".utf8), ifSameVersionAs: try #require(DirectoryHandle.open(directories.destination).status(of: Array("scan.1.pdf".utf8))),
+                                   to: .init(directory: directories.destination), token: "01JOBS")
+        #expect(found == .done(finalPath: moved))
         // A name taken anyway (a race): never replaced; the same bytes again (a run cut short after
         // writing them) are ours.
         directories.write(directories.spool + "/other.pdf.fields.toml", "alt = \"other\"\n")

@@ -73,27 +73,29 @@ struct BandwidthBucketTests {
         let clock = FakeClock()
         let bucket = BandwidthBucket(rate: 1000, now: clock.now)
         let throttle = Throttle(buckets: [bucket])
-        let rates = throttle.rates
+        let forgiven = throttle.debtsForgiven
         let wait = throttle.take(9000)
         #expect(wait == .seconds(8))
         clock.advance(.seconds(1))
-        #expect(throttle.stillOwed(wait, after: .seconds(1), ratesThen: rates) == .seconds(7), "unchanged: the rest of the wait")
+        #expect(throttle.stillOwed(wait, after: .seconds(1), since: forgiven) == .seconds(7), "unchanged: the rest of the wait")
         bucket.setRate(7000)
         clock.advance(.seconds(1))
-        #expect(throttle.stillOwed(.seconds(7), after: .seconds(1), ratesThen: rates) == .zero, "raised to 7000/s: the debt is paid")
+        #expect(throttle.stillOwed(.seconds(7), after: .seconds(1), since: forgiven) == .zero, "raised to 7000/s: the debt is paid")
         let again = throttle.take(21_000)
         bucket.setRate(nil)
-        #expect(throttle.stillOwed(again, after: .seconds(1), ratesThen: rates) == .zero, "lifted: nothing owed")
+        #expect(throttle.stillOwed(again, after: .seconds(1), since: forgiven) == .zero, "lifted: nothing owed")
 
         // Lowered: the bucket forgives all but a second of its debt, but a waiter keeps its wait
         // (else every upload waiting would go within a second, a burst of the forgiven bytes).
         let lowering = BandwidthBucket(rate: 1000, now: clock.now)
         let slow = Throttle(buckets: [lowering])
-        let before = slow.rates
+        let before = slow.debtsForgiven
         let long = slow.take(9000)
         lowering.setRate(100)
         clock.advance(.seconds(1))
-        #expect(slow.stillOwed(long, after: .seconds(1), ratesThen: before) == .seconds(7))
+        #expect(slow.stillOwed(long, after: .seconds(1), since: before) == .seconds(7))
+        lowering.setRate(1000)
+        #expect(slow.stillOwed(.seconds(7), after: .seconds(1), since: before) == .seconds(6), "lowered, then raised back: still kept")
     }
 
     @Test("rates as written", arguments: [
