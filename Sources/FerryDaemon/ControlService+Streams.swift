@@ -13,8 +13,8 @@ extension ControlService {
     /// is synced first.
     func wait(_ arguments: WaitArguments, session: ControlSession) async throws -> WaitResult {
         if let spool = arguments.spool { try await checkSpoolKnown(spool) }
-        if let timeout = arguments.timeoutSeconds, !(timeout >= 0 && timeout <= 31_536_000) {
-            throw ControlError(.invalidArgument, "timeout_seconds must be between 0 and 31536000")
+        if let timeout = arguments.timeoutSeconds, !(timeout >= 0 && timeout <= WaitArguments.maximumTimeoutSeconds) {
+            throw ControlError(.invalidArgument, "timeout_seconds must be between 0 and \(Int(WaitArguments.maximumTimeoutSeconds))")
         }
         let started = ContinuousClock.now
         let startedAt = Date()

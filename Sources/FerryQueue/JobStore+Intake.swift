@@ -38,19 +38,19 @@ extension JobStore {
                 """)
             let active = try db.cachedStatement(sql: """
                 SELECT 1 FROM job WHERE spool = ? AND relative_path = ?
-                AND state IN ('queued', 'uploading', 'retrying', 'held') LIMIT 1
+                AND state IN (\(JobState.active.map { "'\($0.rawValue)'" }.joined(separator: ", "))) LIMIT 1
                 """)
             for file in files {
                 latest.setUncheckedArguments([file.spool, Data(file.relativePath)])
                 if let row = try Row.fetchOne(latest) {
                     let state: JobState = row["state"]
                     if !state.isFinal { continue }
+                    if row["disposed_at"] as Double? == nil { continue }
                     // An older job may be active while the newest is final: `retry` reopened it after
                     // a newer version was delivered. The file is that job's (and a second active job
                     // for the path would break the unique index, failing the whole batch).
                     active.setUncheckedArguments([file.spool, Data(file.relativePath)])
                     if try Row.fetchOne(active) != nil { continue }
-                    if row["disposed_at"] as Double? == nil { continue }
                     let identity = FileIdentity(
                         device: UInt64(bitPattern: row["device"]), inode: UInt64(bitPattern: row["inode"]),
                         size: row["size"], modificationTime: row["mtime_ns"])

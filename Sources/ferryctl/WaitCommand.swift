@@ -26,8 +26,9 @@ struct Wait: DaemonCommand {
             guard let seconds = ArgumentValues.duration(timeout, bareSeconds: true) else {
                 throw ValidationError("--timeout \"\(timeout)\" is not a duration (30s, 5m, 1h, or seconds)")
             }
-            // ferryd's own bound (a year): beyond it, a number no clock can hold.
-            guard seconds <= 31_536_000 else { throw ValidationError("--timeout must be at most a year (31536000 seconds)") }
+            guard seconds <= WaitArguments.maximumTimeoutSeconds else {
+                throw ValidationError("--timeout must be at most a year (\(Int(WaitArguments.maximumTimeoutSeconds)) seconds)")
+            }
         }
     }
 

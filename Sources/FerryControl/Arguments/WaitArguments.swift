@@ -2,6 +2,8 @@
 public struct WaitArguments: Sendable, Codable {
     /// Give up after this many seconds (`timeout` error); absent means no limit.
     public var timeoutSeconds: Double?
+    /// The longest `timeoutSeconds` ferryd takes: a year (beyond it, a number no clock can hold).
+    public static let maximumTimeoutSeconds: Double = 31_536_000
     /// Only this spool.
     public var spool: String?
 
