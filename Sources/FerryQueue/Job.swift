@@ -236,7 +236,7 @@ public struct Job: Sendable, Hashable, FetchableRecord, MutablePersistableRecord
     /// sets ``sequence``: every file queued takes this path, and GRDB's generic insert encoded the
     /// record and built its statement each time (3.8 % of ferryd's CPU in scenario 2).
     mutating func insertRow(_ db: Database) throws {
-        try db.cachedStatement(sql: Self.insertion).execute(arguments: StatementArguments(settledValues + outcomeValues))
+        try db.cachedStatement(sql: Self.insertion).execute(arguments: StatementArguments(positional: settledValues + outcomeValues))
         sequence = db.lastInsertedRowID
     }
 
@@ -277,7 +277,7 @@ public struct Job: Sendable, Hashable, FetchableRecord, MutablePersistableRecord
     /// - Throws: `RecordError.recordNotFound` when the row is gone, as GRDB's update does.
     func updateOutcome(_ db: Database) throws {
         guard let sequence else { throw RecordError.recordNotFound(databaseTableName: Self.databaseTableName, key: [:]) }
-        try db.cachedStatement(sql: Self.outcomeUpdate).execute(arguments: StatementArguments(outcomeValues + [sequence.databaseValue]))
+        try db.cachedStatement(sql: Self.outcomeUpdate).execute(arguments: StatementArguments(positional: outcomeValues + [sequence.databaseValue]))
         if db.changesCount == 0 {
             throw RecordError.recordNotFound(databaseTableName: Self.databaseTableName, key: ["seq": sequence.databaseValue])
         }
@@ -362,6 +362,6 @@ public struct Attempt: Sendable, Hashable, FetchableRecord, PersistableRecord {
     /// Inserts the row through one cached statement, as `insert(db)` would: every upload's outcome
     /// writes one, and GRDB's generic insert builds its statement each time.
     func insertRow(_ db: Database) throws {
-        try db.cachedStatement(sql: Self.insertion).execute(arguments: StatementArguments(values))
+        try db.cachedStatement(sql: Self.insertion).execute(arguments: StatementArguments(positional: values))
     }
 }
