@@ -13,7 +13,7 @@ extension FerryConfiguration {
     static let keys: Set<String> = [
         "state_directory", "control_socket", "max_concurrent_uploads", "log_level", "shutdown_timeout",
         "rescan_interval", "spool", "control_group", "control_read_only_for_others", "control_idle_timeout",
-        "metrics_listen", "max_concurrent_hooks", "bandwidth_limit", "bandwidth_schedule",
+        "metrics_listen", "max_concurrent_hooks", "bandwidth_limit", "bandwidth_schedule", "job_retention",
     ]
 
     /// Reads the top-level table and every spool; problems are reported to the reader's context
@@ -65,6 +65,7 @@ extension FerryConfiguration {
         maxConcurrentHooks = reader.int("max_concurrent_hooks", in: 1...64) ?? Self.defaultMaxConcurrentHooks
         bandwidthLimit = reader.bandwidth("bandwidth_limit") ?? .off
         bandwidthSchedule = reader.bandwidthSchedule("bandwidth_schedule")
+        jobRetention = reader.duration("job_retention", minimum: .seconds(60)) ?? Self.defaultJobRetention
     }
 
     /// `control_socket`, as ferryd and ``ConfigurationLoader/controlSocket(inFile:)`` both read it.

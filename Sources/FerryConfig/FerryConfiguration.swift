@@ -28,6 +28,11 @@ public struct FerryConfiguration: Sendable {
     public var bandwidthLimit = BandwidthLimit.off
     /// When the shared limit changes (`bandwidth_schedule`); replaces `bandwidth_limit`.
     public var bandwidthSchedule: BandwidthSchedule?
+    /// How long a finished job whose file is gone from the spool is remembered (`job_retention`):
+    /// `show`, `list` and `watch` know it, and `retry` can bring back its failed file, until then.
+    public var jobRetention = FerryConfiguration.defaultJobRetention
+    /// `job_retention` when not set: 30 days.
+    public static let defaultJobRetention = Duration.seconds(30 * 86_400)
     /// Hooks running at once when `max_concurrent_hooks` is not set.
     public static let defaultMaxConcurrentHooks = 2
 

@@ -14,7 +14,8 @@ import Synchronization
 import UnixSignals
 
 /// Periodic work in its own task: finishing dispositions that failed before (a full disk, a
-/// directory that was not writable) and pruning the event log.
+/// directory that was not writable), pruning the event log, and forgetting finished jobs past
+/// `job_retention`.
 final class Chores: Sendable {
     let store: JobStore
     let runtime: DaemonRuntime
@@ -46,10 +47,12 @@ final class Chores: Sendable {
 
     /// Runs until cancelled, in its own task (never in the scheduler's loop, whose turns feed the
     /// watchdog): a look for jobs a clock set back would strand, at the start and every minute;
-    /// pending dispositions and event pruning (in batches) every minute.
+    /// pending dispositions and event pruning (in batches) every minute; finished jobs past
+    /// `job_retention` a minute after start, then every hour.
     func run() async {
         var clock = ClockJumpDetector()
         let origin = ContinuousClock.now
+        var nextForgetting = origin
         await followClock(&clock, origin: origin)
         while !Task.isCancelled {
             try? await EventLoopSleep.sleep(for: .seconds(60))
@@ -57,6 +60,27 @@ final class Chores: Sendable {
             await followClock(&clock, origin: origin)
             await finishPendingDispositions()
             _ = try? await store.pruneEvents(keep: Self.eventsKept)
+            if ContinuousClock.now >= nextForgetting {
+                nextForgetting = ContinuousClock.now + Self.forgettingInterval
+                await forgetFinishedJobs()
+            }
+        }
+    }
+
+    /// How often finished jobs past `job_retention` are looked for (the first time a minute after start).
+    static let forgettingInterval = Duration.seconds(3600)
+
+    /// Deletes the finished jobs `job_retention` is over for (``JobStore/forgetFinishedJobs(disposedBefore:batch:)``).
+    func forgetFinishedJobs(now: Date = Date()) async {
+        let retention = runtime.configuration.jobRetention
+        let cutoff = now.addingTimeInterval(-Double(retention.components.seconds))
+        do {
+            let forgotten = try await store.forgetFinishedJobs(disposedBefore: cutoff)
+            if forgotten > 0 {
+                logger.info("finished jobs forgotten", metadata: ["jobs": "\(forgotten)", "job_retention": "\(DurationParser.format(retention))"])
+            }
+        } catch {
+            logger.warning("cannot forget finished jobs; will try again", metadata: ["error": "\(error)"])
         }
     }
 

@@ -218,7 +218,8 @@ public final class FerryDaemon: Service, Sendable {
     }
 
     /// Re-reads the configuration file and applies what can change while running: spools (added,
-    /// removed, changed), `max_concurrent_uploads`, `rescan_interval` and `shutdown_timeout`. An
+    /// removed, changed), `max_concurrent_uploads`, `rescan_interval`, `shutdown_timeout`,
+    /// `job_retention` and the bandwidth settings. An
     /// invalid file changes nothing. Uploads in flight finish with the settings they started with.
     private func reload(
         runtime: DaemonRuntime, uploaders: UploaderPool, parts: SenderParts, scheduler: Scheduler,
@@ -260,6 +261,7 @@ public final class FerryDaemon: Service, Sendable {
         if new.bandwidthLimit != old.bandwidthLimit || new.bandwidthSchedule != old.bandwidthSchedule {
             applied.append(new.bandwidthSchedule == nil ? "bandwidth_limit = \(new.bandwidthLimit)" : "bandwidth_schedule")
         }
+        if new.jobRetention != old.jobRetention { applied.append("job_retention = \(DurationParser.format(new.jobRetention))") }
         let rescanChanged = new.rescanInterval != old.rescanInterval
         if rescanChanged { applied.append("rescan_interval = \(DurationParser.format(new.rescanInterval))") }
 

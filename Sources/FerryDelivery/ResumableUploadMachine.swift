@@ -229,7 +229,10 @@ public struct ResumableUploadMachine: Sendable {
         let says = ResumableFields.completeness(in: headers)
         switch status {
         case 200..<300 where complete && says != false:
-            // The application's answer to the whole upload.
+            // The application's answer to the whole upload. Without `Upload-Complete: ?1` (which the
+            // draft requires of it), a 2xx that came before all of this append was sent (a proxy's,
+            // say) is early, as to a whole-file creation: it does not prove the upload complete.
+            if says != true && bytes < length { answeredEarly = true }
             return finish(.answered(answer(status, headers, body)))
         case 200..<300:
             let offset = complete ? nil : ResumableFields.integer("Upload-Offset", in: headers) ?? base + length

@@ -78,6 +78,7 @@ struct ConfigurationTests {
         #expect(configuration.controlSocket == "/run/ferry/control.sock")
         #expect(configuration.maxConcurrentUploads == 8)
         #expect(configuration.logLevel == .info)
+        #expect(configuration.jobRetention == .seconds(30 * 86_400))
         let spool = try #require(configuration.spools.first)
         #expect(spool.fileField == "file")
         #expect(spool.method == "POST")
@@ -87,6 +88,17 @@ struct ConfigurationTests {
         #expect(spool.recursive == false)
         #expect(spool.connectTimeout == .seconds(10))
         #expect(spool.noProgressTimeout == .seconds(60))
+    }
+
+    @Test("job_retention: a duration of at least a minute")
+    func jobRetention() throws {
+        let configuration = try loader().parse("job_retention = \"7d12h\"\n" + minimalSpool, path: "/etc/ferry/ferry.toml")
+        #expect(configuration.jobRetention == .seconds(7 * 86_400 + 12 * 3_600))
+        let short = issues("job_retention = \"30s\"\n" + minimalSpool).map(\.description)
+        #expect(short.count == 1 && short[0].contains("/etc/ferry/ferry.toml:1") && short[0].contains("job_retention")
+            && short[0].contains("too short"), "\(short)")
+        let wrong = issues("job_retention = \"forever\"\n" + minimalSpool).map(\.description)
+        #expect(wrong.count == 1 && wrong[0].contains("job_retention"), "\(wrong)")
     }
 
     @Test("An unknown key is an error naming the file, line and key, with a suggestion")

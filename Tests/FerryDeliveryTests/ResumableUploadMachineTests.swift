@@ -104,6 +104,18 @@ struct ResumableUploadMachineTests {
         script.reply(ResumableScript.answer(200, ["Upload-Incomplete": "?0", "Upload-Offset": "1000"], body: "ok", sent: 1000))
         #expect(script.report == .answered(ServerAnswer(status: 200, body: Array("ok".utf8))))
         #expect(script.machine.bytesSent == 1000)
+        #expect(!script.machine.answeredEarly)
+    }
+
+    @Test("a completing append answered 2xx before all of it was sent: early unless the answer says Upload-Complete: ?1", arguments: [
+        ([:], Int64(400), true), (["Upload-Complete": "?1"], Int64(400), false), ([:], Int64(1000), false),
+    ] as [([String: String], Int64, Bool)])
+    func earlyCompletion(headers: [String: String], sent: Int64, early: Bool) {
+        var script = ResumableScript()
+        script.createdOffered()
+        script.reply(ResumableScript.answer(200, headers, body: "ok", sent: sent))
+        #expect(script.report == .answered(ServerAnswer(status: 200, body: Array("ok".utf8))))
+        #expect(script.machine.answeredEarly == early)
     }
 
     @Test("a server whose OPTIONS answer does not offer resumption gets the whole file as an ordinary upload")

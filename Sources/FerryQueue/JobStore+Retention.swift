@@ -1,0 +1,49 @@
+import Foundation
+import GRDB
+
+/// How long finished jobs are remembered.
+extension JobStore {
+    /// What makes a finished job forgettable: final, its file dealt with before the cutoff, and
+    /// either gone from the spool (deleted, moved, found missing) or followed by a newer job of the
+    /// same path (a superseded version, an older kept one). The newest job of a file still in the
+    /// spool (`kept`, `left`) stays: it is what keeps a rescan from uploading that file again. A job
+    /// with a hook or result file still to run stays too.
+    static let forgettable = """
+        old.disposed_at < ? AND old.state IN ('done', 'failed', 'cancelled', 'superseded')
+        AND (old.disposition IN ('deleted', 'moved', 'missing')
+             OR EXISTS (SELECT 1 FROM job AS newer
+                        WHERE newer.spool = old.spool AND newer.relative_path = old.relative_path AND newer.seq > old.seq))
+        AND NOT EXISTS (SELECT 1 FROM hook_run WHERE hook_run.job_seq = old.seq AND hook_run.state = 'pending')
+        """
+
+    /// Deletes the finished jobs ``forgettable`` before `cutoff`, with their attempts, events, parts
+    /// and hook runs (the foreign keys cascade), `batch` at a time: each batch is found by a read
+    /// (which does not hold up the queue's writes) and deleted in a write of its own that checks
+    /// every condition again. Returns how many jobs were deleted.
+    @discardableResult
+    public func forgetFinishedJobs(disposedBefore cutoff: Date, batch: Int = 1_000) async throws -> Int {
+        var total = 0
+        var after: Int64 = 0
+        while true {
+            let start = after
+            let candidates = try await read { db in
+                try Int64.fetchAll(db, sql: """
+                    SELECT seq FROM job AS old WHERE old.seq > ? AND \(Self.forgettable) ORDER BY old.seq LIMIT ?
+                    """, arguments: [start, cutoff.timeIntervalSince1970, batch])
+            }
+            guard let last = candidates.last else { return total }
+            after = last
+            total += try await write { db in
+                var arguments: StatementArguments = [cutoff.timeIntervalSince1970]
+                arguments += StatementArguments(candidates)
+                let marks = Array(repeating: "?", count: candidates.count).joined(separator: ", ")
+                try db.execute(sql: """
+                    DELETE FROM job WHERE seq IN (SELECT seq FROM job AS old WHERE \(Self.forgettable) AND old.seq IN (\(marks)))
+                    """, arguments: arguments)
+                return db.changesCount
+            }
+            // A stop waits for one batch at most.
+            if candidates.count < batch || Task.isCancelled { return total }
+        }
+    }
+}
