@@ -31,16 +31,17 @@ final class Intake: Sendable {
         set { queuedHook.withLock { $0 = newValue } }
     }
 
-    /// Queues `files`; returns whether the queue took them (false: they stay in the spool, unqueued).
+    /// Queues `files` (due at once, or at `notBefore`); returns whether the queue took them (false:
+    /// they stay in the spool, unqueued).
     @discardableResult
-    func submit(spool: String, files: [SpoolFile]) async -> Bool {
+    func submit(spool: String, files: [SpoolFile], notBefore: Date? = nil) async -> Bool {
         let discovered = files.map {
             JobStore.DiscoveredFile(
                 spool: spool, relativePath: $0.relativePath, identity: $0.status.version, bundleFiles: $0.bundle?.bundleFiles,
                 observedAt: $0.observedAt)
         }
         do {
-            let jobs = try await store.enqueue(discovered, now: Date(), makeBoundary: { MultipartBoundary.random().value })
+            let jobs = try await store.enqueue(discovered, now: Date(), notBefore: notBefore, makeBoundary: { MultipartBoundary.random().value })
             for job in jobs {
                 logger.info("queued", metadata: ["job": "\(job.id)", "spool": "\(spool)", "file": "\(job.displayPath)", "bytes": "\(job.identity.size)"])
             }

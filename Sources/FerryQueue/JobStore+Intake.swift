@@ -45,15 +45,18 @@ extension JobStore {
                 if let row = try Row.fetchOne(latest) {
                     let state: JobState = row["state"]
                     if !state.isFinal { continue }
-                    if row["disposed_at"] as Double? == nil { continue }
+                    let identity = FileIdentity(
+                        device: UInt64(bitPattern: row["device"]), inode: UInt64(bitPattern: row["inode"]),
+                        size: row["size"], modificationTime: row["mtime_ns"])
+                    // Its file not dealt with yet (a delete or move in progress, or pending): this
+                    // version is the job's own. Another version is a new file, renamed in while the
+                    // old one was being deleted or moved: queued now, not at the next rescan.
+                    if row["disposed_at"] as Double? == nil && identity == file.identity { continue }
                     // An older job may be active while the newest is final: `retry` reopened it after
                     // a newer version was delivered. The file is that job's (and a second active job
                     // for the path would break the unique index, failing the whole batch).
                     active.setUncheckedArguments([file.spool, Data(file.relativePath)])
                     if try Row.fetchOne(active) != nil { continue }
-                    let identity = FileIdentity(
-                        device: UInt64(bitPattern: row["device"]), inode: UInt64(bitPattern: row["inode"]),
-                        size: row["size"], modificationTime: row["mtime_ns"])
                     let disposition = (row["disposition"] as String?).flatMap(Disposition.init(rawValue:))
                     let leftInPlace = disposition == .kept || disposition == .left
                     if leftInPlace && identity == file.identity { continue }

@@ -88,7 +88,11 @@ struct WatchState {
                          metadata: ["directory": "\(settings.directory)"])
             return
         }
-        if !rootWatched, listener != nil {
+        // Every full scan, not only until it first succeeds: a filesystem mounted over the spool
+        // directory, or the path rebuilt while its events were lost (an overflow), leaves the watch
+        // on a directory no longer there, and inotify says nothing of a mount. The same directory
+        // watched again keeps its descriptor.
+        if listener != nil {
             rootWatched = watchDirectory([])
         }
         var batch: [SpoolFile] = []

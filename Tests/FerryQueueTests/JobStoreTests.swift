@@ -85,6 +85,24 @@ struct JobStoreTests {
         #expect(try await store.job(id: first.id)?.state == .held)
     }
 
+    @Test("While a finished job's file is being deleted or moved, its own version is not queued again; another version at the name is, at once")
+    func newVersionDuringDisposition() async throws {
+        let queue = try TestQueue()
+        let store = queue.store
+        let queued = try #require(try await store.enqueue([file("snap.jpg", inode: 1)], now: Date(), makeBoundary: boundary).first)
+        let claimed = try #require(try await store.claimDue(now: Date(), limit: 1).first)
+        #expect(claimed.id == queued.id)
+        let done = try await store.finish(claimed, startedAt: Date(), now: Date(), bytesSent: 10,
+                                          transition: .succeeded(status: 201, body: [], contentType: nil))
+        #expect(done.disposedAt == nil, "the delete is still to come")
+        #expect(try await store.enqueue([file("snap.jpg", inode: 1)], now: Date(), makeBoundary: boundary).isEmpty)
+        let next = try await store.enqueue([file("snap.jpg", inode: 2)], now: Date(), makeBoundary: boundary)
+        #expect(next.count == 1 && next.first?.identity == identity(2))
+        // The delete then finds the new version at the name: left, and its requeue adds nothing more.
+        try await store.markDisposed(done, disposition: .left, finalPath: nil, now: Date())
+        #expect(try await store.enqueue([file("snap.jpg", inode: 2)], now: Date(), makeBoundary: boundary).isEmpty)
+    }
+
     @Test("Events are pruned to the newest kept, in batches of their own transactions")
     func pruneEvents() async throws {
         let queue = try TestQueue()
