@@ -20,15 +20,20 @@ extension JobStore {
     /// and hook runs (the foreign keys cascade), `batch` at a time: each batch is found by a read
     /// (which does not hold up the queue's writes) and deleted in a write of its own that checks
     /// every condition again. Returns how many jobs were deleted.
+    ///
+    /// The read walks the table in `seq` order from where the last batch ended (`NOT INDEXED`: by
+    /// `job_by_state` SQLite would read every finished job and sort them, for each batch), so a pass
+    /// reads each row once (300,000 rows in 0.2 s). A write of 1,000 jobs took 108 ms, the queue's
+    /// other writes waiting meanwhile: batches are 200.
     @discardableResult
-    public func forgetFinishedJobs(disposedBefore cutoff: Date, batch: Int = 1_000) async throws -> Int {
+    public func forgetFinishedJobs(disposedBefore cutoff: Date, batch: Int = 200) async throws -> Int {
         var total = 0
         var after: Int64 = 0
         while true {
             let start = after
             let candidates = try await read { db in
                 try Int64.fetchAll(db, sql: """
-                    SELECT seq FROM job AS old WHERE old.seq > ? AND \(Self.forgettable) ORDER BY old.seq LIMIT ?
+                    SELECT seq FROM job AS old NOT INDEXED WHERE old.seq > ? AND \(Self.forgettable) ORDER BY old.seq LIMIT ?
                     """, arguments: [start, cutoff.timeIntervalSince1970, batch])
             }
             guard let last = candidates.last else { return total }
