@@ -129,7 +129,16 @@ public struct SpoolFiles: Sendable {
         if let earlier = parent.status(of: claimed) {
             // A bundle claimed by this job is this job's, checked when it was claimed: an interrupted
             // delete may have emptied it partly.
-            if bundle ? earlier.kind == .directory : earlier.isSameVersion(as: expected) { return .claimed(parent, claimed) }
+            if bundle ? earlier.kind == .directory : earlier.isSameVersion(as: expected) {
+                // A claim made as a hard link then an unlink (a filesystem without RENAME_NOREPLACE)
+                // and cut by a crash left the file under both names: the name goes too, or a rescan
+                // would take the file as put back and send it again.
+                if !bundle, let other = parent.status(of: name), other.kind == .regular,
+                   other.version.inodeIdentity == earlier.version.inodeIdentity {
+                    try parent.unlink(name)
+                }
+                return .claimed(parent, claimed)
+            }
             try restore(claimed, in: parent, as: name)
         }
         guard let current = parent.status(of: name) else {
@@ -235,8 +244,20 @@ public struct SpoolFiles: Sendable {
             }
             return .missing
         case .claimed(let parent, let claimed):
+            let mine = bundle ? nil : parent.status(of: claimed)?.version.inodeIdentity
             for candidate in Self.candidateNames(for: name, token: token) {
                 let sidecarName = Self.sidecarName(for: candidate)
+                // A move made as a hard link then an unlink, cut by a crash: the file is in place
+                // already, under its claim name too; the claim name goes (one link, one name).
+                if let mine, let placed = destination.status(of: candidate), placed.kind == .regular, placed.version.inodeIdentity == mine {
+                    if let sidecar = target.sidecar, destination.status(of: sidecarName) == nil {
+                        try destination.writeFileAtomically(sidecarName, bytes: sidecar)
+                    }
+                    try parent.unlink(claimed)
+                    destination.sync()
+                    parent.sync()
+                    return .done(finalPath: destination.childRawPath(candidate))
+                }
                 // Nor a name whose field sidecar's name is taken (a failed directory two spools share):
                 // the file's own sidecar, if it has one, follows it under that name.
                 guard destination.status(of: candidate) == nil, destination.status(of: Self.fieldSidecarName(for: candidate)) == nil else { continue }

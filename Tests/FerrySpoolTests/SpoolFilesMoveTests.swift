@@ -34,6 +34,31 @@ struct SpoolFilesMoveTests {
         }
     }
 
+    @Test("a claim or move made as a hard link then an unlink and cut by a crash: the retried delete or move leaves one name, no copy")
+    func interruptedLinkThenUnlink() throws {
+        let directories = try Directories()
+        defer { directories.remove() }
+        let files = SpoolFiles(directory: directories.spool)
+        // The claim's link was made, the unlink of the name was not: both names in the spool.
+        directories.write(directories.spool + "/a.jpg", "a")
+        #expect(link(directories.spool + "/a.jpg", directories.spool + "/.ferry-claim-01JOBA") == 0)
+        let (a, aStatus) = try files.open(Array("a.jpg".utf8))
+        try a.close()
+        #expect(try files.remove(Array("a.jpg".utf8), ifSameVersionAs: aStatus, token: "01JOBA") == .done(finalPath: nil))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directories.spool).isEmpty, "neither name is left to be sent again")
+        // The move's link into the destination was made, the unlink of the claim name was not.
+        directories.write(directories.spool + "/.ferry-claim-01JOBB", "b")
+        #expect(link(directories.spool + "/.ferry-claim-01JOBB", directories.destination + "/b.jpg") == 0)
+        let (b, bStatus) = try files.open(Array(".ferry-claim-01JOBB".utf8))
+        try b.close()
+        let outcome = try files.move(
+            Array("b.jpg".utf8), ifSameVersionAs: bStatus, to: .init(directory: directories.destination, sidecar: Array(#"{"job":"01JOBB"}"#.utf8)),
+            token: "01JOBB")
+        #expect(outcome == .done(finalPath: Array((directories.destination + "/b.jpg").utf8)))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directories.spool).isEmpty)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directories.destination).sorted() == ["b.jpg", "b.jpg.error.json"], "no b.1.jpg")
+    }
+
     @Test("with name and name.1 … name.9999 taken, the file is moved under a name of its job's own")
     func namesExhausted() throws {
         let directories = try Directories()
