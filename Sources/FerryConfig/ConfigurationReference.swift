@@ -55,7 +55,7 @@ public enum ConfigurationReference {
               "every spool is also rescanned in full this often, in case an event was missed"),
         .init(.topLevel, ["job_retention"],
               default: "`30d`",
-              "a finished job is forgotten (with its attempts and events) this long after its file was deleted, moved or found gone; until then `show`, `list` and `retry` know it. The newest job of a file still in the spool (`after_upload = \"keep\"`) is never forgotten: it keeps the file from being uploaded again. At least `1m`"),
+              "a finished job is forgotten (with its attempts and events) this long after its file was deleted, moved or found gone; until then `show`, `list` and `retry` know it. Never forgotten: the newest job of a file still in the spool (`after_upload = \"keep\"`: it keeps the file from being uploaded again), each spool's last delivery, a job whose hook or result file is still to run. A job whose hook gave up is forgotten, and `retry-hook` with it. From `1m` to `365d`"),
         .init(.topLevel, ["bandwidth_limit"],
               default: "`off`",
               "the bandwidth all uploads share, e.g. `\"4MiB/s\"`; see [Sharing the link](#sharing-the-link)"),

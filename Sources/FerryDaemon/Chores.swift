@@ -75,7 +75,7 @@ final class Chores: Sendable {
         let retention = runtime.configuration.jobRetention
         let cutoff = now.addingTimeInterval(-Double(retention.components.seconds))
         do {
-            let forgotten = try await store.forgetFinishedJobs(disposedBefore: cutoff)
+            let forgotten = try await store.forgetFinishedJobs(disposedBefore: cutoff, plausible: AttemptInput.earliestPlausibleTime)
             if forgotten > 0 {
                 logger.info("finished jobs forgotten", metadata: ["jobs": "\(forgotten)", "job_retention": "\(DurationParser.format(retention))"])
             }

@@ -7,17 +7,22 @@ extension JobStore {
     /// either gone from the spool (deleted, moved, found missing) or followed by a newer job of the
     /// same path (a superseded version, an older kept one). The newest job of a file still in the
     /// spool (`kept`, `left`) stays: it is what keeps a rescan from uploading that file again. A job
-    /// with a hook or result file still to run stays too.
+    /// with a hook or result file still to run stays too, and so does each spool's last delivery
+    /// (`ferry_last_success_timestamp_seconds`). A time before `plausible` (stamped by a clock not
+    /// yet set) says nothing of how long ago it was: such a job stays.
     static let forgettable = """
-        old.disposed_at < ? AND old.state IN ('done', 'failed', 'cancelled', 'superseded')
+        old.disposed_at < ? AND old.disposed_at >= ? AND old.state IN ('done', 'failed', 'cancelled', 'superseded')
+        AND (old.state != 'done' OR EXISTS (SELECT 1 FROM job AS later
+                                            WHERE later.spool = old.spool AND later.state = 'done' AND later.finished_at > old.finished_at))
         AND (old.disposition IN ('deleted', 'moved', 'missing')
              OR EXISTS (SELECT 1 FROM job AS newer
                         WHERE newer.spool = old.spool AND newer.relative_path = old.relative_path AND newer.seq > old.seq))
         AND NOT EXISTS (SELECT 1 FROM hook_run WHERE hook_run.job_seq = old.seq AND hook_run.state = 'pending')
         """
 
-    /// Deletes the finished jobs ``forgettable`` before `cutoff`, with their attempts, events, parts
-    /// and hook runs (the foreign keys cascade), `batch` at a time: each batch is found by a read
+    /// Deletes the finished jobs ``forgettable`` before `cutoff`, with their attempts, parts, bundle
+    /// members and hook runs (the foreign keys cascade; their events are not shown without them, and
+    /// go with the event log's pruning), `batch` at a time: each batch is found by a read
     /// (which does not hold up the queue's writes) and deleted in a write of its own that checks
     /// every condition again. Returns how many jobs were deleted.
     ///
@@ -26,7 +31,7 @@ extension JobStore {
     /// reads each row once (300,000 rows in 0.2 s). A write of 1,000 jobs took 108 ms, the queue's
     /// other writes waiting meanwhile: batches are 200.
     @discardableResult
-    public func forgetFinishedJobs(disposedBefore cutoff: Date, batch: Int = 200) async throws -> Int {
+    public func forgetFinishedJobs(disposedBefore cutoff: Date, plausible: Date, batch: Int = 200) async throws -> Int {
         var total = 0
         var after: Int64 = 0
         while true {
@@ -34,12 +39,12 @@ extension JobStore {
             let candidates = try await read { db in
                 try Int64.fetchAll(db, sql: """
                     SELECT seq FROM job AS old NOT INDEXED WHERE old.seq > ? AND \(Self.forgettable) ORDER BY old.seq LIMIT ?
-                    """, arguments: [start, cutoff.timeIntervalSince1970, batch])
+                    """, arguments: [start, cutoff.timeIntervalSince1970, plausible.timeIntervalSince1970, batch])
             }
             guard let last = candidates.last else { return total }
             after = last
             total += try await write { db in
-                var arguments: StatementArguments = [cutoff.timeIntervalSince1970]
+                var arguments: StatementArguments = [cutoff.timeIntervalSince1970, plausible.timeIntervalSince1970]
                 arguments += StatementArguments(candidates)
                 let marks = Array(repeating: "?", count: candidates.count).joined(separator: ", ")
                 try db.execute(sql: """

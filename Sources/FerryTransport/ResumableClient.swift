@@ -27,7 +27,7 @@ public struct ResumableTransfer: Sendable {
     public var interop: ResumableInteropVersion
     /// The upload from an earlier attempt at this endpoint, if any.
     public var known: ResumableUpload?
-    /// Sent as `Idempotency-Key` on the creation request.
+    /// The job's key: an attempt's first creation is sent with it (``CreationKey``).
     public var idempotencyKey: String
     /// Files up to this long go whole in the creation request (``ResumableUploadMachine/Settings/wholeBodyLimit``).
     public var wholeBodyLimit = ResumableUploadMachine.defaultWholeBodyLimit
@@ -84,6 +84,7 @@ public final class ResumableClient: Sendable {
                             endpointKey: transfer.endpointKey, interop: transfer.interop, wholeBodyLimit: transfer.wholeBodyLimit),
             known: transfer.known, now: Date())
         var action = machine.start()
+        var creations = 0
         while true {
             if Task.isCancelled, !action.isFinish { action = machine.cancel() }
             switch action {
@@ -95,7 +96,10 @@ public final class ResumableClient: Sendable {
             case .discover:
                 action = machine.discovered(await discover(transfer, logger: logger))
             case .create(let bodyLength, let complete):
-                action = machine.created(await create(transfer, bodyLength: bodyLength, complete: complete, logger: logger, progress: progress))
+                creations += 1
+                let key = creations == 1 ? CreationKey.value(jobKey: transfer.idempotencyKey, bytes: bodyLength) : nil
+                action = machine.created(await create(
+                    transfer, bodyLength: bodyLength, complete: complete, key: key, logger: logger, progress: progress))
             case .askOffset(let url):
                 var headers = transfer.headers(for: url)
                 headers.append(("Cache-Control", "no-store"))
@@ -115,9 +119,11 @@ public final class ResumableClient: Sendable {
         }
     }
 
-    /// The creation request: the file's first `bodyLength` bytes (none, or all of it).
+    /// The creation request: the file's first `bodyLength` bytes (none, or all of it), with `key` as
+    /// its `Idempotency-Key` (``CreationKey``).
     private func create(
-        _ transfer: ResumableTransfer, bodyLength: Int64, complete: Bool, logger: Logger, progress: @escaping @Sendable (Int64) -> Void
+        _ transfer: ResumableTransfer, bodyLength: Int64, complete: Bool, key: String?, logger: Logger,
+        progress: @escaping @Sendable (Int64) -> Void
     ) async -> ResumableUploadMachine.Response {
         var headers = transfer.headers(for: transfer.endpoint)
         headers.append(("Upload-Complete", ResumableFields.boolean(complete)))
@@ -127,7 +133,7 @@ public final class ResumableClient: Sendable {
         }
         let request = UploadRequest(
             url: transfer.endpoint, method: transfer.method, headers: headers, bodyPath: bodyLength > 0 ? transfer.source.procPath : nil,
-            contentLength: bodyLength, contentType: transfer.contentType, idempotencyKey: transfer.idempotencyKey,
+            contentLength: bodyLength, contentType: transfer.contentType, idempotencyKey: key,
             expectedSource: bodyLength > 0 ? transfer.source.status : nil)
         return RequestOutcome(await uploader.send(request, logger: logger, progress: progress))
     }

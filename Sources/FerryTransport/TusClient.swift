@@ -28,7 +28,7 @@ public struct TusTransfer: Sendable {
     public var chunkSize: Int64?
     /// The upload from an earlier attempt, if any.
     public var known: ResumableUpload?
-    /// Sent as `Idempotency-Key` on the creation request.
+    /// The job's key: an attempt's first creation is sent with it (``CreationKey``).
     public var idempotencyKey: String
     /// The checksum algorithm preferred when the server offers it (`sha256`, `sha512`); else sha1.
     public var preferredChecksum: String?
@@ -140,7 +140,7 @@ public final class TusClient: Sendable {
             case .failure(let failure): return failure.response
             }
         }
-        let key = sendsKey ? transfer.idempotencyKey : nil
+        let key = sendsKey ? CreationKey.value(jobKey: transfer.idempotencyKey, bytes: bodyLength) : nil
         let request = bodyLength > 0
             ? UploadRequest(
                 url: transfer.endpoint, method: "POST", headers: headers, bodyPath: transfer.source.procPath, bodyOffset: 0,

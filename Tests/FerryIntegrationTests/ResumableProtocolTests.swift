@@ -153,6 +153,11 @@ struct ResumableProtocolTests {
             #expect(creations.last?.uploadComplete == "?0" && creations.last?.bodyBytes == 0, "the retry created the upload empty")
             #expect(stats.requests.filter { $0.method == "PATCH" }.map(\.bodyBytes) == [size])
             #expect(done.first?.attempts == 2)
+            if kind == .python, let id = done.first?.id.rawValue {
+                // The creation without the bytes is another request: another key (a server that keeps
+                // keys would refuse the job's own key with another payload, 422).
+                #expect(creations.map(\.idempotencyKey) == [id, id + "-empty"])
+            }
         }
     }
 
@@ -255,10 +260,14 @@ struct ResumableProtocolTests {
             try await harness.start()
             let bytes = pseudoRandomBytes(6 * Self.mib, seed: 315)
             try harness.drop("lost.bin", bytes)
-            _ = try await waitForState(harness, .done)
+            let done = try await waitForState(harness, .done)
             let stats = try server.stats()
             #expect(stats.completed.map(\.sha256) == [sha256Hex(bytes)])
             #expect(stats.requests.map(\.method) == ["OPTIONS", "POST", "PATCH", "POST", "PATCH"])
+            // The creation again carries no key: a server that keeps keys would answer it with the
+            // lost upload's stored answer.
+            let id = try #require(done.first?.id.rawValue)
+            #expect(stats.requests.filter { $0.method == "POST" }.map(\.idempotencyKey) == [id + "-empty", nil])
         }
     }
 

@@ -14,6 +14,8 @@ public struct ResumableStats: Decodable, Sendable {
         public var uploadOffset: String?
         public var contentType: String?
         public var interop: String?
+        /// The request's `Idempotency-Key` (the Python server).
+        public var idempotencyKey: String?
         /// The status answered (the Python server).
         public var status: Int?
         /// Every status answered, interim ones (104) first (the NIO server).

@@ -60,7 +60,8 @@ class Handler(BaseHTTPRequestHandler):
             state["counts"][self.command] = state["counts"].get(self.command, 0) + 1
             entry = {"method": self.command, "path": self.path, "body_bytes": 0, "status": None,
                      "upload_complete": self.headers.get("Upload-Complete"), "upload_offset": self.headers.get("Upload-Offset"),
-                     "content_type": self.headers.get("Content-Type"), "interop": self.headers.get("Upload-Draft-Interop-Version")}
+                     "content_type": self.headers.get("Content-Type"), "interop": self.headers.get("Upload-Draft-Interop-Version"),
+                     "idempotency_key": self.headers.get("Idempotency-Key")}
             state["requests"].append(entry)
             return entry
 
