@@ -70,7 +70,7 @@ final class Chores: Sendable {
     /// How often finished jobs past `job_retention` are looked for (the first time a minute after start).
     static let forgettingInterval = Duration.seconds(3600)
 
-    /// Deletes the finished jobs `job_retention` is over for (``JobStore/forgetFinishedJobs(disposedBefore:batch:)``).
+    /// Deletes the finished jobs `job_retention` is over for (``JobStore/forgetFinishedJobs(disposedBefore:plausible:batch:)``).
     func forgetFinishedJobs(now: Date = Date()) async {
         let retention = runtime.configuration.jobRetention
         let cutoff = now.addingTimeInterval(-Double(retention.components.seconds))
