@@ -72,9 +72,12 @@ final class Chores: Sendable {
 
     /// Deletes the finished jobs `job_retention` is over for (``JobStore/forgetFinishedJobs(disposedBefore:plausible:batch:)``).
     func forgetFinishedJobs(now: Date = Date()) async {
+        // A clock not set yet says nothing of how long ago anything was.
+        guard now >= AttemptInput.earliestPlausibleTime else { return }
         let retention = runtime.configuration.jobRetention
         let cutoff = now.addingTimeInterval(-Double(retention.components.seconds))
         do {
+            try await store.restampUnknownDisposals(before: AttemptInput.earliestPlausibleTime, now: now)
             let forgotten = try await store.forgetFinishedJobs(disposedBefore: cutoff, plausible: AttemptInput.earliestPlausibleTime)
             if forgotten > 0 {
                 logger.info("finished jobs forgotten", metadata: ["jobs": "\(forgotten)", "job_retention": "\(DurationParser.format(retention))"])

@@ -56,4 +56,31 @@ extension JobStore {
             if candidates.count < batch || Task.isCancelled { return total }
         }
     }
+
+    /// Final jobs whose file was dealt with while the clock was not set yet (a time before
+    /// `plausible`) are stamped `now`: their `job_retention` counts from when the clock was found
+    /// set, as their age does. In batches, found by a read as ``forgetFinishedJobs(disposedBefore:plausible:batch:)``'s.
+    @discardableResult
+    public func restampUnknownDisposals(before plausible: Date, now: Date, batch: Int = 200) async throws -> Int {
+        var total = 0
+        var after: Int64 = 0
+        while true {
+            let start = after
+            let candidates = try await read { db in
+                try Int64.fetchAll(db, sql: """
+                    SELECT seq FROM job NOT INDEXED WHERE seq > ? AND disposed_at < ? ORDER BY seq LIMIT ?
+                    """, arguments: [start, plausible.timeIntervalSince1970, batch])
+            }
+            guard let last = candidates.last else { return total }
+            after = last
+            total += try await write { db in
+                var arguments: StatementArguments = [now.timeIntervalSince1970, plausible.timeIntervalSince1970]
+                arguments += StatementArguments(candidates)
+                let marks = Array(repeating: "?", count: candidates.count).joined(separator: ", ")
+                try db.execute(sql: "UPDATE job SET disposed_at = ? WHERE disposed_at < ? AND seq IN (\(marks))", arguments: arguments)
+                return db.changesCount
+            }
+            if candidates.count < batch || Task.isCancelled { return total }
+        }
+    }
 }

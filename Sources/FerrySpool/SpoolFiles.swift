@@ -135,7 +135,7 @@ public struct SpoolFiles: Sendable {
                 // would take the file as put back and send it again.
                 if !bundle, let other = parent.status(of: name), other.kind == .regular,
                    other.version.inodeIdentity == earlier.version.inodeIdentity {
-                    try parent.unlink(name)
+                    do { try parent.unlink(name) } catch where error.code == ENOENT {}
                 }
                 return .claimed(parent, claimed)
             }
@@ -163,7 +163,14 @@ public struct SpoolFiles: Sendable {
     /// Puts a claimed file that turned out to be another version back under its name (or, if that
     /// name is taken again, a free `name.N.ext`), where the watcher finds it and queues it.
     private func restore(_ claimed: [UInt8], in parent: DirectoryHandle, as name: [UInt8]) throws(SystemError) {
+        let mine = parent.status(of: claimed).flatMap { $0.kind == .regular ? $0.version.inodeIdentity : nil }
         for candidate in Self.candidateNames(for: name, token: Self.token(ofClaim: claimed)) {
+            // A restore made as a hard link then an unlink and cut by a crash: the file is back
+            // already; its claim name goes (else it came back twice, as name and name.1.ext).
+            if let mine, let there = parent.status(of: candidate), there.kind == .regular, there.version.inodeIdentity == mine {
+                do { try parent.unlink(claimed) } catch where error.code == ENOENT {}
+                return
+            }
             do {
                 try parent.renameNoReplace(claimed, to: parent, as: candidate)
                 return
@@ -248,11 +255,13 @@ public struct SpoolFiles: Sendable {
             for candidate in Self.candidateNames(for: name, token: token) {
                 let sidecarName = Self.sidecarName(for: candidate)
                 // A move made as a hard link then an unlink, cut by a crash: the file is in place
-                // already, under its claim name too; the claim name goes (one link, one name).
-                if let mine, let placed = destination.status(of: candidate), placed.kind == .regular, placed.version.inodeIdentity == mine {
-                    if let sidecar = target.sidecar, destination.status(of: sidecarName) == nil {
-                        try destination.writeFileAtomically(sidecarName, bytes: sidecar)
-                    }
+                // already, under its claim name too; the claim name goes (one link, one name). With
+                // a sidecar, only under the name whose sidecar is this job's (written before the
+                // link): another job's hard link to the same file (a failed directory two spools
+                // share) is not this job's move.
+                if let mine, let placed = destination.status(of: candidate), placed.kind == .regular, placed.version.inodeIdentity == mine,
+                   target.sidecar == nil
+                    || (destination.readPrefix(sidecarName, limit: Self.sidecarReadLimit).map { Self.contains($0, Array(token.utf8)) } ?? false) {
                     try parent.unlink(claimed)
                     destination.sync()
                     parent.sync()

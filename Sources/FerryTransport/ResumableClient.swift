@@ -97,7 +97,8 @@ public final class ResumableClient: Sendable {
                 action = machine.discovered(await discover(transfer, logger: logger))
             case .create(let bodyLength, let complete):
                 creations += 1
-                let key = creations == 1 ? CreationKey.value(jobKey: transfer.idempotencyKey, bytes: bodyLength) : nil
+                // Not after an upload the server lost (known, then 404): its key would get the lost one's answer.
+                let key = creations == 1 && transfer.known == nil ? CreationKey.value(jobKey: transfer.idempotencyKey, bytes: bodyLength) : nil
                 action = machine.created(await create(
                     transfer, bodyLength: bodyLength, complete: complete, key: key, logger: logger, progress: progress))
             case .askOffset(let url):

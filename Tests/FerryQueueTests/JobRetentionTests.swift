@@ -88,6 +88,10 @@ struct JobRetentionTests {
         #expect(try await store.forgetFinishedJobs(disposedBefore: Self.cutoff, plausible: Self.plausible) == 0)
         #expect(try await store.job(id: last.id) != nil)
         #expect(try await store.job(id: failed.id) != nil)
+        // Once the clock is set, the job dealt with before counts its retention from then.
+        #expect(try await store.restampUnknownDisposals(before: Self.plausible, now: Self.now) == 1)
+        #expect(try await store.job(id: failed.id)?.disposedAt == Self.now)
+        #expect(try await store.restampUnknownDisposals(before: Self.plausible, now: Self.now) == 0)
         // A later delivery, even a recent one, frees the old one.
         _ = try await delivered(queue, "next.bin", inode: 3, at: Self.recent, disposition: .deleted)
         #expect(try await store.forgetFinishedJobs(disposedBefore: Self.cutoff, plausible: Self.plausible) == 1)

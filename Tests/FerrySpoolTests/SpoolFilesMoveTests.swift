@@ -46,9 +46,20 @@ struct SpoolFilesMoveTests {
         try a.close()
         #expect(try files.remove(Array("a.jpg".utf8), ifSameVersionAs: aStatus, token: "01JOBA") == .done(finalPath: nil))
         #expect(try FileManager.default.contentsOfDirectory(atPath: directories.spool).isEmpty, "neither name is left to be sent again")
-        // The move's link into the destination was made, the unlink of the claim name was not.
+        // The move's sidecar and its link into the destination were made, the unlink of the claim
+        // name was not. Another job's link to the same file (its own sidecar beside it) is not this move.
         directories.write(directories.spool + "/.ferry-claim-01JOBB", "b")
         #expect(link(directories.spool + "/.ferry-claim-01JOBB", directories.destination + "/b.jpg") == 0)
+        directories.write(directories.destination + "/b.jpg.error.json", #"{"job":"01JOBB"}"#)
+        directories.write(directories.spool + "/.ferry-claim-01JOBC", "c")
+        #expect(link(directories.spool + "/.ferry-claim-01JOBC", directories.destination + "/c.jpg") == 0)
+        directories.write(directories.destination + "/c.jpg.error.json", #"{"job":"01JOBX"}"#)
+        let (c, cStatus) = try files.open(Array(".ferry-claim-01JOBC".utf8))
+        try c.close()
+        let other = try files.move(
+            Array("c.jpg".utf8), ifSameVersionAs: cStatus, to: .init(directory: directories.destination, sidecar: Array(#"{"job":"01JOBC"}"#.utf8)),
+            token: "01JOBC")
+        #expect(other == .done(finalPath: Array((directories.destination + "/c.1.jpg").utf8)), "its own name, its own sidecar")
         let (b, bStatus) = try files.open(Array(".ferry-claim-01JOBB".utf8))
         try b.close()
         let outcome = try files.move(
@@ -56,7 +67,8 @@ struct SpoolFilesMoveTests {
             token: "01JOBB")
         #expect(outcome == .done(finalPath: Array((directories.destination + "/b.jpg").utf8)))
         #expect(try FileManager.default.contentsOfDirectory(atPath: directories.spool).isEmpty)
-        #expect(try FileManager.default.contentsOfDirectory(atPath: directories.destination).sorted() == ["b.jpg", "b.jpg.error.json"], "no b.1.jpg")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directories.destination).sorted()
+            == ["b.jpg", "b.jpg.error.json", "c.1.jpg", "c.1.jpg.error.json", "c.jpg", "c.jpg.error.json"], "no b.1.jpg")
     }
 
     @Test("with name and name.1 … name.9999 taken, the file is moved under a name of its job's own")
