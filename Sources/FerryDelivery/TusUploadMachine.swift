@@ -101,6 +101,8 @@ public struct TusUploadMachine: Sendable {
     /// The `Upload-Checksum` algorithm requests carry (when an action says `checksum`).
     public var checksumAlgorithm: String? { capabilities?.checksumAlgorithm(preferring: settings.preferredChecksum) }
     private var notices: [Notice] = []
+    /// The known upload was past its recorded `Upload-Expires` when the attempt began.
+    private var pastRecordedExpiry = false
     private let initialUpload: ResumableUpload?
     private let now: Date
     private var phase = Phase.ready
@@ -152,10 +154,10 @@ public struct TusUploadMachine: Sendable {
             if let max = found.maxSize, settings.length > max {
                 return finish(.refused("the file (\(settings.length) bytes) is larger than the server accepts (Tus-Max-Size \(max))"))
             }
-            if let expires = upload?.expires, expires <= now {
-                notices.append(.expired)
-                upload = nil
-            }
+            // Past its recorded expiry by this machine's clock, the upload is asked about all the
+            // same: a clock ahead of the server's, or an expiry the server extended, would throw a
+            // live upload away and send the whole file again. The server's 404 or 410 says it is gone.
+            if let expires = upload?.expires, expires <= now { pastRecordedExpiry = true }
             return next()
         }
     }
@@ -196,7 +198,7 @@ public struct TusUploadMachine: Sendable {
         guard case .askingOffset(let asked) = phase else { preconditionFailure("offsetAsked() outside HEAD") }
         guard case .answer(let status, let headers, let body, _) = response else { return ended(response) }
         if [403, 404, 410].contains(status) {
-            notices.append(.lost(status: status))
+            notices.append(pastRecordedExpiry ? .expired : .lost(status: status))
             upload = nil
             progress.count(offset: nil)
             return next()

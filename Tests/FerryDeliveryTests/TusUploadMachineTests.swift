@@ -178,13 +178,19 @@ struct TusUploadMachineTests {
         }
     }
 
-    @Test("an expired upload starts over")
+    @Test("an upload past its recorded expiry is asked about: gone (404), it starts over; still there (a clock ahead of the server's), it resumes")
     func expired() {
         let known = ResumableUpload(url: "https://tus.example/files/e", offset: 10, expires: Date(timeIntervalSince1970: 1_700_000_000))
-        var script = TusScript(known: known)
-        script.discover()
-        #expect(script.last == .create(bodyLength: 0, checksum: false, sendsIdempotencyKey: false))
-        #expect(script.machine.takeNotices() == [.expired])
+        var gone = TusScript(known: known)
+        gone.discover()
+        #expect(gone.last == .askOffset(url: "https://tus.example/files/e"))
+        gone.reply(TusScript.answer(404))
+        #expect(gone.last == .create(bodyLength: 0, checksum: false, sendsIdempotencyKey: false))
+        #expect(gone.machine.takeNotices() == [.expired])
+        var live = TusScript(known: known)
+        live.discover()
+        live.reply(TusScript.answer(200, ["Upload-Offset": "10", "Upload-Length": "1000"]))
+        #expect(live.last == .append(url: "https://tus.example/files/e", offset: 10, length: 990, checksum: false))
     }
 
     @Test("an upload of another length is deleted and created again")
