@@ -32,55 +32,56 @@ extension JobStore {
     /// other writes waiting meanwhile: batches are 200.
     @discardableResult
     public func forgetFinishedJobs(disposedBefore cutoff: Date, plausible: Date, batch: Int = 200) async throws -> Int {
-        var total = 0
-        var after: Int64 = 0
-        while true {
-            let start = after
-            let candidates = try await read { db in
-                try Int64.fetchAll(db, sql: """
-                    SELECT seq FROM job AS old NOT INDEXED WHERE old.seq > ? AND \(Self.forgettable) ORDER BY old.seq LIMIT ?
-                    """, arguments: [start, cutoff.timeIntervalSince1970, plausible.timeIntervalSince1970, batch])
-            }
-            guard let last = candidates.last else { return total }
-            after = last
-            total += try await write { db in
-                var arguments: StatementArguments = [cutoff.timeIntervalSince1970, plausible.timeIntervalSince1970]
-                arguments += StatementArguments(candidates)
-                let marks = Array(repeating: "?", count: candidates.count).joined(separator: ", ")
-                try db.execute(sql: """
-                    DELETE FROM job WHERE seq IN (SELECT seq FROM job AS old WHERE \(Self.forgettable) AND old.seq IN (\(marks)))
-                    """, arguments: arguments)
-                return db.changesCount
-            }
-            // A stop waits for one batch at most.
-            if candidates.count < batch || Task.isCancelled { return total }
-        }
+        let bounds = [cutoff.timeIntervalSince1970, plausible.timeIntervalSince1970]
+        return try await inBatches(batch, select: { db, after in
+            try Int64.fetchAll(db, sql: """
+                SELECT seq FROM job AS old NOT INDEXED WHERE old.seq > ? AND \(Self.forgettable) ORDER BY old.seq LIMIT ?
+                """, arguments: StatementArguments([after]) + StatementArguments(bounds) + [batch])
+        }, apply: { db, candidates in
+            try db.execute(sql: """
+                DELETE FROM job WHERE seq IN (SELECT seq FROM job AS old WHERE \(Self.forgettable) AND old.seq IN (\(Self.marks(candidates.count))))
+                """, arguments: StatementArguments(bounds) + StatementArguments(candidates))
+            return db.changesCount
+        })
     }
 
     /// Final jobs whose file was dealt with while the clock was not set yet (a time before
     /// `plausible`) are stamped `now`: their `job_retention` counts from when the clock was found
-    /// set, as their age does. In batches, found by a read as ``forgetFinishedJobs(disposedBefore:plausible:batch:)``'s.
+    /// set, as their age does. In batches, as ``forgetFinishedJobs(disposedBefore:plausible:batch:)``.
     @discardableResult
     public func restampUnknownDisposals(before plausible: Date, now: Date, batch: Int = 200) async throws -> Int {
+        try await inBatches(batch, select: { db, after in
+            try Int64.fetchAll(db, sql: "SELECT seq FROM job NOT INDEXED WHERE seq > ? AND disposed_at < ? ORDER BY seq LIMIT ?",
+                               arguments: [after, plausible.timeIntervalSince1970, batch])
+        }, apply: { db, candidates in
+            try db.execute(sql: "UPDATE job SET disposed_at = ? WHERE disposed_at < ? AND seq IN (\(Self.marks(candidates.count)))",
+                           arguments: [now.timeIntervalSince1970, plausible.timeIntervalSince1970] + StatementArguments(candidates))
+            return db.changesCount
+        })
+    }
+
+    /// Runs `apply` on the jobs `select` finds (their `seq`s in order, after the one given), `batch`
+    /// at a time: each batch found by a read, which does not hold up the queue's writes, and handled
+    /// in a write of its own, which must check its conditions again. Returns the sum of `apply`'s
+    /// counts. A stop waits for one batch at most.
+    private func inBatches(
+        _ batch: Int, select: @escaping @Sendable (Database, Int64) throws -> [Int64],
+        apply: @escaping @Sendable (Database, [Int64]) throws -> Int
+    ) async throws -> Int {
         var total = 0
         var after: Int64 = 0
         while true {
             let start = after
-            let candidates = try await read { db in
-                try Int64.fetchAll(db, sql: """
-                    SELECT seq FROM job NOT INDEXED WHERE seq > ? AND disposed_at < ? ORDER BY seq LIMIT ?
-                    """, arguments: [start, plausible.timeIntervalSince1970, batch])
-            }
+            let candidates = try await read { db in try select(db, start) }
             guard let last = candidates.last else { return total }
             after = last
-            total += try await write { db in
-                var arguments: StatementArguments = [now.timeIntervalSince1970, plausible.timeIntervalSince1970]
-                arguments += StatementArguments(candidates)
-                let marks = Array(repeating: "?", count: candidates.count).joined(separator: ", ")
-                try db.execute(sql: "UPDATE job SET disposed_at = ? WHERE disposed_at < ? AND seq IN (\(marks))", arguments: arguments)
-                return db.changesCount
-            }
+            total += try await write { db in try apply(db, candidates) }
             if candidates.count < batch || Task.isCancelled { return total }
         }
+    }
+
+    /// `count` SQL parameters: `?, ?, …`.
+    private static func marks(_ count: Int) -> String {
+        Array(repeating: "?", count: count).joined(separator: ", ")
     }
 }
