@@ -75,7 +75,7 @@ final class Chores: Sendable {
         // A clock not set yet says nothing of how long ago anything was.
         guard now >= AttemptInput.earliestPlausibleTime else { return }
         let retention = runtime.configuration.jobRetention
-        let cutoff = now.addingTimeInterval(-Double(retention.components.seconds))
+        let cutoff = now.addingTimeInterval(-retention.seconds)
         do {
             try await store.restampUnknownDisposals(before: AttemptInput.earliestPlausibleTime, now: now)
             let forgotten = try await store.forgetFinishedJobs(disposedBefore: cutoff, plausible: AttemptInput.earliestPlausibleTime)

@@ -36,8 +36,7 @@ struct DaemonParts: Sendable {
             guard let spool = runtime.spool(named: name), let status = spool.files.status(path) else { return }
             // Found changed by a disposition, it may still be being written: it settles first, as a
             // file that changed before delivery does.
-            let settle = spool.configuration.settle.components
-            let notBefore = Date().addingTimeInterval(Double(settle.seconds) + Double(settle.attoseconds) / 1e18)
+            let notBefore = Date().addingTimeInterval(spool.configuration.settle.seconds)
             if status.kind == .directory, spool.configuration.bundles, let bundle = try? spool.files.openBundle(path), bundle.listing.writable {
                 // A bundle changed after its body was built: nothing inside it is watched, so queue it here.
                 await intake.submit(spool: name, files: [SpoolFile(relativePath: path, status: bundle.listing.status, bundle: bundle.listing)], notBefore: notBefore)
