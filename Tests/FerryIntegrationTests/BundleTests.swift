@@ -61,7 +61,9 @@ struct BundleTests {
     /// anywhere, so the test makes the directory immutable (`chattr +i`), which root cannot write either.
     @Test("A bundle directory ferryd could not delete or move afterwards is not sent, and the log says why; once writable it is")
     func unwritableBundle() async throws {
-        let spool = TestSpool(options: ["bundles = true", "settle = \"200ms\""])
+        // The bundle must be made immutable before it settles: with 200 ms, a `chattr` slow to start
+        // on a loaded machine let it be queued and sent first (the test then failed, once).
+        let spool = TestSpool(options: ["bundles = true", "settle = \"2s\""])
         try await withDaemonHarness(spools: [spool], topLevel: ["rescan_interval = \"1s\""]) { harness in
             try await harness.start()
             let bundle = harness.spoolPath() + "/doc-0042"
