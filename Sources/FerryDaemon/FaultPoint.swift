@@ -13,6 +13,10 @@ enum FaultPoint: String {
     case deliveredBeforeDisposal = "delivered-before-disposal"
     /// The delivered file is deleted; its field sidecar is not yet.
     case deletedBeforeFieldSidecar = "deleted-before-field-sidecar"
+    /// A retry has reopened its failed job (now `held`); its file is not brought back yet.
+    case retryReopened = "retry-reopened"
+    /// A retry has brought its file back into the spool; the job is not queued yet.
+    case retryBroughtBack = "retry-brought-back"
 
     func reached() {
         #if DEBUG

@@ -79,6 +79,7 @@ public final class FerryDaemon: Service, Sendable {
                 throw DaemonError.other("cannot listen on control_socket \(configuration.controlSocket): \(error)")
             }
             await parts.chores.finishPendingDispositions()
+            await parts.control.service.finishInterruptedRetries()
 
             await withGracefulShutdownHandler {
                 await withDiscardingTaskGroup { group in

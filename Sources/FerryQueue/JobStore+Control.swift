@@ -229,6 +229,21 @@ extension JobStore {
         }
     }
 
+    /// Jobs a retry reopened (``reopen(_:now:)``) and did not finish: ferryd stopped between the
+    /// two steps. An operator's hold never applies to a finished job, so `held` with a finish time
+    /// is only this. Each comes with the state it was retried from.
+    public func interruptedRetries() async throws -> [(job: Job, previous: JobState)] {
+        try await read { db in
+            let jobs = try Job.fetchAll(db, sql: "SELECT * FROM job WHERE state = 'held' AND finished_at IS NOT NULL ORDER BY seq")
+            return try jobs.map { job in
+                let kind = try String.fetchOne(db, sql: """
+                    SELECT kind FROM event WHERE job_seq = ? AND kind IN ('failed', 'cancelled') ORDER BY id DESC LIMIT 1
+                    """, arguments: [job.sequence])
+                return (job, kind == JobEvent.Kind.cancelled.rawValue ? JobState.cancelled : .failed)
+            }
+        }
+    }
+
     /// Second step of retrying a failed job: its file is back in the spool (as `identity`); queue it
     /// now with a fresh allowance of attempts and `max_age`, under the same id (`Idempotency-Key`).
     public func requeueReopened(_ job: Job, identity: FileIdentity, now: Date, reason: String) async throws -> Job {

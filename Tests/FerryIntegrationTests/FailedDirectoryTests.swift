@@ -90,4 +90,54 @@ struct FailedDirectoryTests {
             #expect(harness.daemon?.log.contains("not the version that failed") == true)
         }
     }
+
+    /// Waits until ferryd has killed itself at its armed fault point.
+    func waitForCrash(_ harness: DaemonHarness) async throws {
+        try await waitUntil("ferryd to die at its fault point\n\(harness.daemon?.log ?? "")") { !(harness.daemon?.child.isRunning ?? false) }
+    }
+
+    @Test("A retry cut by kill -9 (after the job is reopened, or after its file is back in the spool) is finished at the next start: the same job is sent, with its Idempotency-Key",
+          arguments: ["retry-reopened", "retry-brought-back"])
+    func retryCutByACrash(faultPoint: String) async throws {
+        try await withDaemonHarness(plan: { info in info.index == 0 ? .respond(status: 400, body: "rejected") : .store() }) { harness in
+            try await harness.start(environment: ["FERRY_FAULT_POINT": faultPoint])
+            try harness.drop("scan.pdf", Array("page one".utf8))
+            let aside = harness.spoolPath() + "/.failed/scan.pdf"
+            try await waitUntil("the file to be moved aside") { fileExists(aside) }
+            try await harness.waitForQuiet()
+            let failed = try #require(try await jobs(harness).first)
+            _ = try await harness.ctl("retry", failed.id.rawValue)
+            try await waitForCrash(harness)
+            #expect(try await jobs(harness).first?.state == .held, "the retry's first step is on record")
+            #expect(fileExists(aside) != (faultPoint == "retry-brought-back"))
+            try await harness.start()
+            try await harness.waitForAccepted(1)
+            try await waitUntil("the job to be done") { try await jobs(harness).first?.state == .done }
+            let accepted = try #require(harness.receiver.acceptedRequests.first)
+            #expect(accepted.idempotencyKey == failed.id.rawValue, "the same job, recognisably")
+            #expect(try await jobs(harness).count == 1)
+            #expect(!fileExists(aside) && !fileExists(aside + ".error.json"))
+            #expect(!fileExists(harness.spoolPath() + "/scan.pdf"))
+            #expect(harness.daemon?.log.contains("a retry interrupted by a stop is finished") == true)
+        }
+    }
+
+    @Test("A retry cut by kill -9 whose file is gone from both places returns the job to failed at the next start")
+    func retryCutByACrashFileGone() async throws {
+        try await withDaemonHarness(plan: { _ in .respond(status: 400, body: "rejected") }) { harness in
+            try await harness.start(environment: ["FERRY_FAULT_POINT": "retry-reopened"])
+            try harness.drop("scan.pdf", Array("page one".utf8))
+            let aside = harness.spoolPath() + "/.failed/scan.pdf"
+            try await waitUntil("the file to be moved aside") { fileExists(aside) }
+            try await harness.waitForQuiet()
+            let failed = try #require(try await jobs(harness).first)
+            _ = try await harness.ctl("retry", failed.id.rawValue)
+            try await waitForCrash(harness)
+            unlink(aside)
+            try await harness.start()
+            try await harness.daemon?.waitForLog("a retry interrupted by a stop is undone")
+            #expect(try await jobs(harness).first?.state == .failed)
+            #expect(harness.receiver.requests.count == 1, "nothing sent again")
+        }
+    }
 }
