@@ -121,6 +121,8 @@ struct Disposer: Sendable {
     private static func applyAfterUpload(_ job: Job, spool: SpoolConfiguration, files: SpoolFiles, expected: FileStatus) throws(SystemError) -> Result {
         switch spool.afterUpload {
         case .keep:
+            // Claimed by a delete or move that a stop cut, before `after_upload` became `keep`: back under its name.
+            if job.kind == .file { try files.releaseClaim(of: job.relativePath, expected: expected, token: job.id.rawValue) }
             // Left in place; a version written meanwhile is queued again.
             if let current = files.currentVersion(of: job.relativePath, bundle: job.kind == .bundle), current != expected.version {
                 return Result(disposition: .left)

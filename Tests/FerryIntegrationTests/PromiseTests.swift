@@ -51,6 +51,33 @@ struct PromiseTests {
         }
     }
 
+    @Test("A delete cut by kill -9 after its claim, then after_upload changed to keep: the restart puts the file back under its name, and does not send it again")
+    func claimReleasedWhenKeepFollows() async throws {
+        try await withDaemonHarness { harness in
+            try await harness.start(environment: ["FERRY_FAULT_POINT": "delivered-before-disposal"])
+            let source = try harness.drop("page-1.tiff", Array("scanned".utf8))
+            try await waitForCrash(harness)
+            let job = try #require(try await jobs(harness).first)
+            // Where the delete's claim puts the file before it unlinks it.
+            try #require(rename(source, harness.spoolPath() + "/.ferry-claim-\(job.id.rawValue)") == 0)
+            let config = try String(contentsOfFile: harness.configPath, encoding: .utf8)
+            try config.replacingOccurrences(of: "settle = \"300ms\"", with: "settle = \"300ms\"\nafter_upload = \"keep\"")
+                .write(toFile: harness.configPath, atomically: true, encoding: .utf8)
+            try await harness.start()
+            try await waitUntil("the file to be back under its name") { fileExists(source) }
+            try await harness.waitForQuiet()
+            #expect(try await jobs(harness).first?.disposition == .kept)
+            let names = try FileManager.default.contentsOfDirectory(atPath: harness.spoolPath())
+            #expect(!names.contains { $0.hasPrefix(".ferry-claim-") }, "\(names)")
+            // A start scans the spool: the file kept is not taken for a new one.
+            _ = try await harness.daemon?.stop()
+            try await harness.start()
+            try await harness.waitForQuiet()
+            #expect(try await jobs(harness).count == 1)
+            #expect(harness.receiver.requests.count == 1, "not uploaded again")
+        }
+    }
+
     @Test("SIGTERM starts no new upload: the one in flight finishes, the queued one waits for the next start")
     func sigtermStartsNothingNew() async throws {
         let gate = ReceiverGate()
