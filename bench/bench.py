@@ -472,7 +472,7 @@ class Bench:
             return lambda: None
         os.makedirs(self.args.profile, exist_ok=True)
         output = os.path.join(self.args.profile, f"{label}.perf.data")
-        perf = subprocess.Popen(["perf", "record", "-F", "1999", "-g", "-o", output, "-p", str(daemon.pid)],
+        perf = subprocess.Popen(["perf", "record", "-F", "1999", *os.environ.get("FERRY_PERF_CALLGRAPH", "-g").split(), "-o", output, "-p", str(daemon.pid)],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(0.5)
 

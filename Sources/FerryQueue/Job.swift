@@ -226,7 +226,7 @@ public struct Job: Sendable, Hashable, FetchableRecord, MutablePersistableRecord
         ]
     }
 
-    private static let insertion = {
+    static let insertion = {
         let columns = settledColumns + outcomeColumns
         return "INSERT INTO job (" + columns.joined(separator: ", ") + ") VALUES ("
             + columns.map { _ in "?" }.joined(separator: ", ") + ")"
@@ -268,7 +268,7 @@ public struct Job: Sendable, Hashable, FetchableRecord, MutablePersistableRecord
         ]
     }
 
-    private static let outcomeUpdate =
+    static let outcomeUpdate =
         "UPDATE job SET " + outcomeColumns.map { "\($0) = ?" }.joined(separator: ", ") + " WHERE seq = ?"
 
     /// Writes ``outcomeColumns`` of the job's row, as `update(db, columns: Job.outcomeColumns)` does,

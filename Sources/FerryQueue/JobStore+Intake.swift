@@ -38,7 +38,7 @@ extension JobStore {
                 """)
             let active = try db.cachedStatement(sql: """
                 SELECT 1 FROM job WHERE spool = ? AND relative_path = ?
-                AND state IN (\(JobState.active.map { "'\($0.rawValue)'" }.joined(separator: ", "))) LIMIT 1
+                AND \(JobPredicate.active) LIMIT 1
                 """)
             for file in files {
                 latest.setUncheckedArguments([file.spool, Data(file.relativePath)])

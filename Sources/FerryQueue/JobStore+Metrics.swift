@@ -24,7 +24,7 @@ extension JobStore {
             for spool in spools {
                 let oldest = try Double.fetchOne(db, sql: """
                     SELECT MIN(COALESCE(age_base, created_at)) FROM job
-                    WHERE spool = ? AND state IN ('queued', 'uploading', 'retrying')
+                    WHERE spool = ? AND \(JobPredicate.waiting)
                     """, arguments: [spool])
                 let last = try Double.fetchOne(db, sql: """
                     SELECT MAX(finished_at) FROM job WHERE spool = ? AND state = 'done'
@@ -41,7 +41,7 @@ extension JobStore {
     func spoolTimesQueryPlans() async throws -> [String] {
         try await pool.read { db in
             try [
-                "SELECT MIN(COALESCE(age_base, created_at)) FROM job WHERE spool = 'x' AND state IN ('queued', 'uploading', 'retrying')",
+                "SELECT MIN(COALESCE(age_base, created_at)) FROM job WHERE spool = 'x' AND \(JobPredicate.waiting)",
                 "SELECT MAX(finished_at) FROM job WHERE spool = 'x' AND state = 'done'",
             ].map { sql in
                 try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + sql).map { $0["detail"] as String? ?? "" }.joined(separator: "; ")

@@ -220,7 +220,7 @@ extension JobStore {
     /// applied again at the next start and finds the file already gone or moved.
     public func markDisposed(_ job: Job, disposition: Disposition, finalPath: [UInt8]?, now: Date, deferred: Bool = false) async throws {
         try await write(deferred ? .deferred : .durable) { db in
-            try db.cachedStatement(sql: "UPDATE job SET disposition = ?, disposed_at = ?, final_path = ?, updated_at = ? WHERE seq = ? AND disposed_at IS NULL AND state IN ('done', 'failed', 'cancelled', 'superseded')")
+            try db.cachedStatement(sql: "UPDATE job SET disposition = ?, disposed_at = ?, final_path = ?, updated_at = ? WHERE seq = ? AND disposed_at IS NULL AND \(JobPredicate.final)")
                 .execute(arguments: [disposition.rawValue, now.timeIntervalSince1970, finalPath.map { Data($0) },
                                      now.timeIntervalSince1970, job.sequence])
             guard db.changesCount > 0 else { return }

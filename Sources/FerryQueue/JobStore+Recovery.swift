@@ -60,12 +60,12 @@ extension JobStore {
         return try await write { db in
             try db.execute(sql: """
                 UPDATE job SET age_base = COALESCE(age_base, created_at) + ?
-                WHERE state IN ('queued', 'uploading', 'retrying') AND COALESCE(age_base, created_at) NOT BETWEEN ? AND ?
+                WHERE \(JobPredicate.waiting) AND COALESCE(age_base, created_at) NOT BETWEEN ? AND ?
                 """, arguments: [seconds, from, to])
             var moved = db.changesCount
             try db.execute(sql: """
                 UPDATE job SET next_attempt_at = next_attempt_at + ?, updated_at = ?
-                WHERE state IN ('queued', 'uploading', 'retrying') AND updated_at NOT BETWEEN ? AND ?
+                WHERE \(JobPredicate.waiting) AND updated_at NOT BETWEEN ? AND ?
                 """, arguments: [seconds, now.timeIntervalSince1970, from, to])
             moved = max(moved, db.changesCount)
             try db.execute(sql: "UPDATE hook_run SET next_at = next_at + ? WHERE state = 'pending' AND updated_at NOT BETWEEN ? AND ?",
@@ -83,7 +83,7 @@ extension JobStore {
         return try await write { db in
             try db.execute(sql: """
                 UPDATE job SET age_base = ?
-                WHERE state IN ('queued', 'uploading', 'retrying', 'held') AND COALESCE(age_base, created_at) < ?
+                WHERE \(JobPredicate.active) AND COALESCE(age_base, created_at) < ?
                 """, arguments: [now.timeIntervalSince1970, floor.timeIntervalSince1970])
             return db.changesCount
         }
@@ -94,7 +94,7 @@ extension JobStore {
     public func pendingDispositions(after: Int64 = 0, limit: Int) async throws -> [Job] {
         try await read { db in
             try Job.fetchAll(db, sql: """
-                SELECT * FROM job WHERE disposed_at IS NULL AND state IN ('done', 'failed', 'cancelled') AND seq > ? ORDER BY seq LIMIT ?
+                SELECT * FROM job WHERE \(JobPredicate.undisposed) AND seq > ? ORDER BY seq LIMIT ?
                 """, arguments: [after, limit])
         }
     }
@@ -104,7 +104,7 @@ extension JobStore {
     public func oldestPendingDisposition() async throws -> Job? {
         try await read { db in
             try Job.fetchOne(db, sql: """
-                SELECT * FROM job WHERE disposed_at IS NULL AND state IN ('done', 'failed', 'cancelled')
+                SELECT * FROM job WHERE \(JobPredicate.undisposed)
                 ORDER BY finished_at LIMIT 1
                 """)
         }

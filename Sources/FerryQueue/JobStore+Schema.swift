@@ -223,6 +223,22 @@ extension JobStore {
                 try db.execute(sql: "INSERT INTO sqlite_sequence (name, seq) VALUES ('event', ?)", arguments: [sequence])
             }
         }
+        migrator.registerMigration("v12: partial indexes without IN lists") { db in
+            // A constant IN list of more than two values is evaluated through a temporary b-tree
+            // built each time: every write to a job's state built two for each of these indexes
+            // (JobPredicate). The same conditions, as comparisons.
+            try db.execute(sql: """
+                DROP INDEX job_active_path;
+                CREATE UNIQUE INDEX job_active_path ON job(spool, relative_path)
+                    WHERE (state = 'queued' OR state = 'uploading' OR state = 'retrying' OR state = 'held');
+                DROP INDEX job_undisposed;
+                CREATE INDEX job_undisposed ON job(seq)
+                    WHERE disposed_at IS NULL AND (state = 'done' OR state = 'failed' OR state = 'cancelled');
+                DROP INDEX job_waiting_age;
+                CREATE INDEX job_waiting_age ON job(spool, COALESCE(age_base, created_at))
+                    WHERE (state = 'queued' OR state = 'uploading' OR state = 'retrying');
+                """)
+        }
         return migrator
     }
 }
