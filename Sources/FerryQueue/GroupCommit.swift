@@ -82,12 +82,7 @@ final class GroupCommitter: Sendable {
                 durability: durability,
                 run: { db in
                     do {
-                        nonisolated(unsafe) var result: T?
-                        try db.inSavepoint {
-                            result = try updates(db)
-                            return .commit
-                        }
-                        let value = result!
+                        let value = try Self.inSavepoint(db) { try updates(db) }
                         return Ran(resume: { continuation.resume(returning: value) }, error: nil)
                     } catch {
                         return Ran(resume: { continuation.resume(throwing: error) }, error: error)
@@ -95,6 +90,26 @@ final class GroupCommitter: Sendable {
                 },
                 failed: { error in continuation.resume(throwing: error) }))
         }
+    }
+
+    /// Runs `updates` in a savepoint of the group's transaction, rolled back if it throws: what
+    /// GRDB's `inSavepoint` does inside a transaction, through cached statements (it prepared its
+    /// three statements anew for every write: 1.3 % of ferryd's CPU on small files).
+    private static func inSavepoint<T>(_ db: Database, _ updates: () throws -> T) throws -> T {
+        try db.cachedStatement(sql: "SAVEPOINT ferry_write").execute()
+        let value: T
+        do {
+            value = try updates()
+        } catch {
+            // SQLite may have rolled the whole transaction back (a full disk): nothing to undo then.
+            if db.isInsideTransaction {
+                try? db.cachedStatement(sql: "ROLLBACK TO SAVEPOINT ferry_write").execute()
+                try? db.cachedStatement(sql: "RELEASE SAVEPOINT ferry_write").execute()
+            }
+            throw error
+        }
+        try db.cachedStatement(sql: "RELEASE SAVEPOINT ferry_write").execute()
+        return value
     }
 
     /// How many writes wait to be taken into a transaction (for tests).
