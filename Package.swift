@@ -20,7 +20,8 @@
 // FerryConfig parses ferry.toml; FerryReceiver is a loopback multipart receiver used by
 // `ferryd demo`, the tests and the benchmarks; FerrySystem holds the POSIX file helpers the
 // others share, and CFerrySystem the few Linux calls Glibc's Swift overlay does not import
-// (inotify, copy_file_range, renameat2, SO_PEERCRED).
+// (inotify, copy_file_range, renameat2, SO_PEERCRED); CFerrySQLite sets SQLite's process-wide
+// configuration, which Swift cannot (sqlite3_config is variadic).
 
 import PackageDescription
 
@@ -98,9 +99,12 @@ let package = Package(
                 .product(name: "SystemPackage", package: "swift-system"),
             ]
         ),
+        // SQLite's process-wide settings (sqlite3_config is variadic, so Swift cannot call it).
+        .target(name: "CFerrySQLite", linkerSettings: [.linkedLibrary("sqlite3")]),
         .target(
             name: "FerryQueue",
             dependencies: [
+                "CFerrySQLite",
                 "FerrySystem",
                 "FerryPortable",
                 .product(name: "GRDB", package: "GRDB.swift"),

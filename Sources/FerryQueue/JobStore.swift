@@ -1,3 +1,4 @@
+import CFerrySQLite
 import Foundation
 import GRDB
 import Synchronization
@@ -25,9 +26,15 @@ public final class JobStore: Sendable {
     static let readerPageCacheKiB = 256
 
     /// Opens (creating if needed) the database at `path`, checks it, and migrates it to the current schema.
+    /// SQLite's process-wide settings, made once before the first connection opens: each connection
+    /// is used by one thread at a time (GRDB serializes them), so SQLite needs no mutex around each
+    /// call, nor around each allocation for its memory statistics, which Ferry does not read.
+    private static let configureSQLite: Void = { _ = cferry_sqlite_configure() }()
+
     /// With `readOnly`, opens an existing database for reading only (tests, diagnostics), beside a running daemon.
     /// - Throws: ``QueueError/corrupt(path:details:)`` for a damaged file, never silently replacing it.
     public init(path: String, readOnly: Bool = false) throws(QueueError) {
+        Self.configureSQLite
         self.path = path
         var configuration = Configuration()
         configuration.busyMode = .timeout(5)
