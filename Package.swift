@@ -20,8 +20,8 @@
 // FerryConfig parses ferry.toml; FerryReceiver is a loopback multipart receiver used by
 // `ferryd demo`, the tests and the benchmarks; FerrySystem holds the POSIX file helpers the
 // others share, and CFerrySystem the few Linux calls Glibc's Swift overlay does not import
-// (inotify, copy_file_range, renameat2, SO_PEERCRED); CFerrySQLite sets SQLite's process-wide
-// configuration, which Swift cannot (sqlite3_config is variadic).
+// (inotify, copy_file_range, renameat2, SO_PEERCRED); CFerrySQLite turns SQLite's memory
+// statistics off, which Swift cannot (sqlite3_config is variadic).
 
 import PackageDescription
 

@@ -76,7 +76,7 @@ extension ControlService {
         case .release:
             switch try await store.release(job, now: now, reason: reason) {
             case .done(let job): return job.state
-            case .uploading(let job), .notAllowed(let job): throw ControlError(.conflict, "job \(job.id) is \(job.state.rawValue), not held")
+            case .uploading(let job), .notAllowed(let job): throw Self.refusal(job, "job \(job.id) is \(job.state.rawValue), not held")
             }
         case .cancel:
             let hooks = cancelHooks(job)
@@ -106,12 +106,21 @@ extension ControlService {
             default:
                 switch try await store.retryNow(job, now: now, reason: reason) {
                 case .done(let job): return job.state
-                case .uploading(let job), .notAllowed(let job): throw ControlError(.conflict, "job \(job.id) is \(job.state.rawValue) and cannot be retried")
+                case .uploading(let job), .notAllowed(let job): throw Self.refusal(job, "job \(job.id) is \(job.state.rawValue) and cannot be retried")
                 }
             }
         default:
             throw ControlError(.invalidArgument, "\(command.rawValue) is not a job action")
         }
+    }
+
+    /// The error for an action `job`'s state refuses: `otherwise`, unless a retry reopened the job
+    /// and is bringing its file back (held, with its finish time), which says so.
+    private static func refusal(_ job: Job, _ otherwise: String) -> ControlError {
+        if job.state == .held && job.finishedAt != nil {
+            return ControlError(.conflict, "job \(job.id) is being retried: its file is on its way back into the spool; try again in a moment")
+        }
+        return ControlError(.conflict, otherwise)
     }
 
     /// Finishes a hold or cancel: done in the queue, or — for a job uploading right now — by stopping
@@ -121,7 +130,7 @@ extension ControlService {
         case .done(let job):
             return job.state
         case .notAllowed(let job):
-            throw ControlError(.conflict, "job \(job.id) is \(job.state.rawValue) and cannot be \(verb)")
+            throw Self.refusal(job, "job \(job.id) is \(job.state.rawValue) and cannot be \(verb)")
         case .uploading(let job):
             await activity.stop(job, intervention, timeout: .seconds(10))
             guard let current = try await store.job(sequence: job.sequence ?? -1) else {

@@ -66,6 +66,7 @@ struct Disposer: Sendable {
         let sidecar = job.state == .done
             ? nil : FailureReport(job: job, spool: spool, attempts: (try? await store.attempts(of: job)) ?? []).encoded()
         let result: Result
+        let fileLog = log
         do {
             result = try await io.runToCompletion {
                 let result: Result
@@ -75,7 +76,7 @@ struct Disposer: Sendable {
                         of: try files.move(job.relativePath, ifSameVersionAs: expected, to: target, token: job.id.rawValue, bundle: job.kind == .bundle),
                         moved: .moved)
                 } else {
-                    result = try Self.applyAfterUpload(job, spool: spool, files: files, expected: expected)
+                    result = try Self.applyAfterUpload(job, spool: spool, files: files, expected: expected, earlierClaims: !deferRecord, log: fileLog)
                 }
                 // The file's field sidecar goes where the file went (a bundle's is inside it). A file
                 // found gone (deleted or moved before a crash, or by someone) takes its sidecar too:
@@ -118,11 +119,19 @@ struct Disposer: Sendable {
         return result
     }
 
-    private static func applyAfterUpload(_ job: Job, spool: SpoolConfiguration, files: SpoolFiles, expected: FileStatus) throws(SystemError) -> Result {
+    /// `earlierClaims`: the file may have been claimed before (not the pipeline's own first disposition).
+    private static func applyAfterUpload(
+        _ job: Job, spool: SpoolConfiguration, files: SpoolFiles, expected: FileStatus, earlierClaims: Bool, log: Logger
+    ) throws(SystemError) -> Result {
         switch spool.afterUpload {
         case .keep:
             // Claimed by a delete or move that a stop cut, before `after_upload` became `keep`: back under its name.
-            if job.kind == .file { try files.releaseClaim(of: job.relativePath, expected: expected, token: job.id.rawValue) }
+            if earlierClaims, let kept = try files.releaseClaim(of: job.relativePath, expected: expected, token: job.id.rawValue) {
+                log.warning("the delivered file stays under the name its interrupted delete or move gave it", metadata: [
+                    "path": "\(displayName(kept))",
+                    "reason": "\(job.kind == .bundle ? "a bundle's delete may have emptied it partly" : "its name holds another file now")",
+                ])
+            }
             // Left in place; a version written meanwhile is queued again.
             if let current = files.currentVersion(of: job.relativePath, bundle: job.kind == .bundle), current != expected.version {
                 return Result(disposition: .left)

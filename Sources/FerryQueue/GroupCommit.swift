@@ -100,11 +100,22 @@ final class GroupCommitter: Sendable {
         let value: T
         do {
             value = try updates()
+            // An error the write caught itself may have made SQLite roll the whole transaction
+            // back (a full disk): what it did after that was not in the group.
+            guard db.isInsideTransaction else {
+                throw DatabaseError(resultCode: .SQLITE_ABORT, message: "the group's transaction was rolled back during a write")
+            }
         } catch {
-            // SQLite may have rolled the whole transaction back (a full disk): nothing to undo then.
+            // SQLite may have rolled the whole transaction back: nothing to undo then. A savepoint
+            // that cannot be rolled back takes the whole transaction with it, so that the drain
+            // fails the group rather than commit half a write.
             if db.isInsideTransaction {
-                try? db.cachedStatement(sql: "ROLLBACK TO SAVEPOINT ferry_write").execute()
-                try? db.cachedStatement(sql: "RELEASE SAVEPOINT ferry_write").execute()
+                do {
+                    try db.cachedStatement(sql: "ROLLBACK TO SAVEPOINT ferry_write").execute()
+                    try db.cachedStatement(sql: "RELEASE SAVEPOINT ferry_write").execute()
+                } catch {
+                    try? db.rollback()
+                }
             }
             throw error
         }

@@ -280,6 +280,9 @@ extension JobStore {
     ) async throws -> ActionOutcome {
         try await write { db in
             guard var current = try Job.fetchOne(db, key: job.sequence) else { return .notAllowed(job) }
+            // Reopened by a retry that is bringing its file back (``reopen(_:now:)``): the retry
+            // decides what comes next, or the next start finishes it.
+            if current.state == .held && current.finishedAt != nil { return .notAllowed(current) }
             if allowedFrom.contains(current.state) {
                 try change(db, &current)
                 return .done(current)

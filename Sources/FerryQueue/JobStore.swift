@@ -25,12 +25,11 @@ public final class JobStore: Sendable {
     /// Each reading connection's page cache, in KiB.
     static let readerPageCacheKiB = 256
 
-    /// Opens (creating if needed) the database at `path`, checks it, and migrates it to the current schema.
-    /// SQLite's process-wide settings, made once before the first connection opens: each connection
-    /// is used by one thread at a time (GRDB serializes them), so SQLite needs no mutex around each
-    /// call, nor around each allocation for its memory statistics, which Ferry does not read.
+    /// SQLite's process-wide settings, made once before the first connection opens: no global mutex
+    /// around each allocation for memory statistics Ferry does not read (`CFerrySQLite`).
     private static let configureSQLite: Void = { _ = cferry_sqlite_configure() }()
 
+    /// Opens (creating if needed) the database at `path`, checks it, and migrates it to the current schema.
     /// With `readOnly`, opens an existing database for reading only (tests, diagnostics), beside a running daemon.
     /// - Throws: ``QueueError/corrupt(path:details:)`` for a damaged file, never silently replacing it.
     public init(path: String, readOnly: Bool = false) throws(QueueError) {

@@ -65,19 +65,34 @@ extension SpoolFiles {
     /// Puts the file this job claimed (`token`) for a delete or move that a stop cut back under its
     /// name, when the spool's `after_upload` no longer deletes or moves it (changed to `keep`
     /// before the restart): left under `.ferry-claim-<token>`, it would be hidden from its owner.
-    /// Only a regular file of the `expected` version; a bundle's claim stays, as an interrupted
-    /// delete may have emptied it partly.
-    public func releaseClaim(of relativePath: [UInt8], expected: FileStatus, token: String) throws(SystemError) {
+    /// Only a regular file of the `expected` version, and only under its own name: a file that
+    /// holds the name now is another version, queued on its own, and the delivered one under
+    /// another name would be taken for a new file and sent again. Returns the claim's path,
+    /// relative to the spool, when it stays (a bundle's too: an interrupted delete may have
+    /// emptied it partly).
+    public func releaseClaim(of relativePath: [UInt8], expected: FileStatus, token: String) throws(SystemError) -> [UInt8]? {
         let parent: DirectoryHandle
         let name: [UInt8]
         do {
             (parent, name) = try DirectoryHandle.open(directory).openParent(of: relativePath)
         } catch where error.code == ENOENT || error.code == ENOTDIR || error.code == ELOOP {
-            return
+            return nil
         }
         let claimed = Self.claimName(token)
-        guard let earlier = parent.status(of: claimed), earlier.kind == .regular, earlier.isSameVersion(as: expected) else { return }
-        try restore(claimed, in: parent, as: name)
+        guard let earlier = parent.status(of: claimed) else { return nil }
+        let claimPath = Array(relativePath.dropLast(name.count)) + claimed
+        guard earlier.kind == .regular, earlier.isSameVersion(as: expected) else { return claimPath }
+        // A claim made as a hard link then an unlink and cut by a crash: the name holds the file.
+        if let there = parent.status(of: name), there.kind == .regular, there.version.inodeIdentity == earlier.version.inodeIdentity {
+            do { try parent.unlink(claimed) } catch where error.code == ENOENT {}
+            return nil
+        }
+        do {
+            try parent.renameNoReplace(claimed, to: parent, as: name)
+        } catch where error.code == EEXIST {
+            return claimPath
+        }
+        return nil
     }
 
     /// Puts a claimed file that turned out to be another version back under its name (or, if that

@@ -45,7 +45,17 @@ extension SpoolFiles {
             throw .system(error)
         }
         guard let status = source.status(of: sourceName), status.kind == (bundle ? .directory : .regular) else { throw .missing(displayName(movedPath)) }
-        if destination.status(of: name) != nil { throw .nameTaken(displayName(relativePath)) }
+        if let there = destination.status(of: name) {
+            // A bring-back made as a hard link then an unlink and cut by a crash: the file is back
+            // already (the same inode under both names); its name in the failed directory goes.
+            guard !bundle, there.kind == .regular, there.version.inodeIdentity == status.version.inodeIdentity else {
+                throw .nameTaken(displayName(relativePath))
+            }
+            do { try source.unlink(sourceName) } catch where error.code == ENOENT {} catch { throw .system(error) }
+            source.sync()
+            removeSidecar(of: sourceName, in: source, token: token)
+            return there
+        }
         let fieldSidecar = Self.fieldSidecarName(for: sourceName)
         if !bundle, source.status(of: fieldSidecar)?.kind == .regular, destination.status(of: Self.fieldSidecarName(for: name)) == nil {
             try? source.renameNoReplace(fieldSidecar, to: destination, as: Self.fieldSidecarName(for: name))
@@ -61,12 +71,17 @@ extension SpoolFiles {
         }
         destination.sync()
         source.sync()
-        let sidecar = Self.sidecarName(for: sourceName)
-        if let text = source.readPrefix(sidecar, limit: Self.sidecarReadLimit), Self.contains(text, Array(token.utf8)) {
-            try? source.unlink(sidecar)
-        }
+        removeSidecar(of: sourceName, in: source, token: token)
         guard var placed = destination.status(of: name) else { throw .missing(displayName(relativePath)) }
         if bundle, let listing = try? BundleListing.read(name, in: destination) { placed = listing.status }
         return placed
+    }
+
+    /// Removes `name`'s `.error.json` sidecar in `directory` if it is this job's (it contains `token`).
+    private func removeSidecar(of name: [UInt8], in directory: DirectoryHandle, token: String) {
+        let sidecar = Self.sidecarName(for: name)
+        if let text = directory.readPrefix(sidecar, limit: Self.sidecarReadLimit), Self.contains(text, Array(token.utf8)) {
+            try? directory.unlink(sidecar)
+        }
     }
 }

@@ -85,6 +85,26 @@ struct JobStoreTests {
         #expect(try await store.job(id: first.id)?.state == .held)
     }
 
+    @Test("A job a retry reopened (held, with its finish time) refuses release, retry, hold and cancel until the retry is done; it is found as interrupted")
+    func reopenedRefusesActions() async throws {
+        let queue = try TestQueue()
+        let store = queue.store
+        let queued = try #require(try await store.enqueue([file("scan.pdf", inode: 1)], now: Date(), makeBoundary: boundary).first)
+        let failed = try await store.fail(queued, now: Date(), error: "rejected", hooks: [])
+        try await store.markDisposed(failed, disposition: .moved, finalPath: Array("/f/scan.pdf".utf8), now: Date())
+        let reopened = try await store.reopen(failed, now: Date())
+        #expect(reopened.state == .held)
+        for outcome in [try await store.release(reopened, now: Date(), reason: "t"), try await store.retryNow(reopened, now: Date(), reason: "t"),
+                        try await store.hold(reopened, now: Date(), reason: "t"), try await store.cancel(reopened, now: Date(), reason: "t")] {
+            guard case .notAllowed = outcome else { Issue.record("\(outcome)"); continue }
+        }
+        let interrupted = try await store.interruptedRetries()
+        #expect(interrupted.map(\.job.id) == [queued.id] && interrupted.first?.previous == .failed)
+        _ = try await store.requeueReopened(reopened, identity: identity(1), now: Date(), reason: "t")
+        #expect(try await store.interruptedRetries().isEmpty)
+        #expect(try await store.job(id: queued.id)?.state == .queued)
+    }
+
     @Test("While a finished job's file is being deleted or moved, its own version is not queued again; another version at the name is, at once")
     func newVersionDuringDisposition() async throws {
         let queue = try TestQueue()

@@ -64,4 +64,15 @@ struct QueueStatementTests {
         #expect(byName["job_undisposed"]?.hasSuffix("WHERE " + JobPredicate.undisposed) == true, "\(byName)")
         #expect(byName["job_waiting_age"]?.hasSuffix("WHERE " + JobPredicate.waiting) == true, "\(byName)")
     }
+
+    @Test("The predicates name the states JobState groups: active, waiting (active but held), final")
+    func predicatesMatchStates() {
+        func states(_ predicate: String) -> Set<String> {
+            Set(predicate.split(separator: "'").enumerated().filter { $0.offset % 2 == 1 }.map { String($0.element) })
+        }
+        #expect(states(JobPredicate.active) == Set(JobState.active.map(\.rawValue)))
+        #expect(states(JobPredicate.waiting) == Set(JobState.active.map(\.rawValue)).subtracting(["held"]))
+        #expect(states(JobPredicate.final) == Set(JobState.allCases.filter(\.isFinal).map(\.rawValue)))
+        #expect(states(JobPredicate.undisposed) == ["done", "failed", "cancelled"])
+    }
 }

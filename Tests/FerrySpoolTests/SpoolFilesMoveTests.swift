@@ -71,6 +71,51 @@ struct SpoolFilesMoveTests {
             == ["b.jpg", "b.jpg.error.json", "c.1.jpg", "c.1.jpg.error.json", "c.jpg", "c.jpg.error.json"], "no b.1.jpg")
     }
 
+    @Test("releaseClaim (after_upload became keep after a cut delete): the claimed file goes back under its own name only; a name taken keeps the claim; a link leftover loses the claim name")
+    func releaseClaim() throws {
+        let directories = try Directories()
+        defer { directories.remove() }
+        let files = SpoolFiles(directory: directories.spool)
+        func claimed(_ name: String, _ token: String, _ text: String) throws -> FileStatus {
+            directories.write(directories.spool + "/" + name, text)
+            let (descriptor, status) = try files.open(Array(name.utf8))
+            try descriptor.close()
+            #expect(rename(directories.spool + "/" + name, directories.spool + "/.ferry-claim-" + token) == 0)
+            return status
+        }
+        let a = try claimed("a.jpg", "01JOBA", "a")
+        #expect(try files.releaseClaim(of: Array("a.jpg".utf8), expected: a, token: "01JOBA") == nil)
+        let b = try claimed("b.jpg", "01JOBB", "b")
+        directories.write(directories.spool + "/b.jpg", "a newer b")
+        #expect(try files.releaseClaim(of: Array("b.jpg".utf8), expected: b, token: "01JOBB") == Array(".ferry-claim-01JOBB".utf8),
+                "not as b.1.jpg, which would be sent again")
+        let c = try claimed("c.jpg", "01JOBC", "c")
+        #expect(link(directories.spool + "/.ferry-claim-01JOBC", directories.spool + "/c.jpg") == 0)
+        #expect(try files.releaseClaim(of: Array("c.jpg".utf8), expected: c, token: "01JOBC") == nil)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directories.spool).sorted()
+            == [".ferry-claim-01JOBB", "a.jpg", "b.jpg", "c.jpg"])
+    }
+
+    @Test("bringBack cut between its link and its unlink (the file in the spool and in the failed directory) finishes: one name, the sidecar gone")
+    func bringBackLinkLeftover() throws {
+        let directories = try Directories()
+        defer { directories.remove() }
+        let files = SpoolFiles(directory: directories.spool)
+        directories.write(directories.destination + "/d.jpg", "d")
+        directories.write(directories.destination + "/d.jpg.error.json", #"{"job":"01JOBD"}"#)
+        #expect(link(directories.destination + "/d.jpg", directories.spool + "/d.jpg") == 0)
+        let placed = try files.bringBack(from: Array((directories.destination + "/d.jpg").utf8), to: Array("d.jpg".utf8), token: "01JOBD")
+        #expect(placed.size == 1)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directories.destination).isEmpty)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directories.spool) == ["d.jpg"])
+        // Another file at the name is not this one: the name stays taken.
+        directories.write(directories.destination + "/e.jpg", "e")
+        directories.write(directories.spool + "/e.jpg", "another e")
+        #expect(throws: SpoolFiles.ReturnError.self) {
+            try files.bringBack(from: Array((directories.destination + "/e.jpg").utf8), to: Array("e.jpg".utf8), token: "01JOBE")
+        }
+    }
+
     @Test("with name and name.1 … name.9999 taken, the file is moved under a name of its job's own")
     func namesExhausted() throws {
         let directories = try Directories()

@@ -2,12 +2,11 @@
 #ifndef CFERRY_SQLITE_H
 #define CFERRY_SQLITE_H
 
-/// Configures SQLite for a process whose connections are each used by one thread at a time
-/// (GRDB serializes every access to a connection), before its first connection opens:
-/// - SQLITE_CONFIG_MULTITHREAD: no mutex around each call on a connection or statement;
-/// - SQLITE_CONFIG_MEMSTATUS off: no global mutex and statistics around each allocation.
-/// Returns 0 when applied, or SQLite's error code (SQLITE_MISUSE once SQLite has started:
-/// it keeps its defaults then, which are correct, only slower).
+/// Turns SQLite's memory statistics off (SQLITE_CONFIG_MEMSTATUS 0) before its first connection
+/// opens: with them, every allocation and free takes a global mutex to count bytes that Ferry
+/// never reads. (Each connection already runs without its own mutex: GRDB opens them with
+/// SQLITE_OPEN_NOMUTEX, as it serializes every access.) Returns 0 when applied, or SQLite's error
+/// code (SQLITE_MISUSE once SQLite has started: it keeps its default then, correct, only slower).
 int cferry_sqlite_configure(void);
 
 #endif
