@@ -31,7 +31,11 @@ public struct LogfmtLogHandler: LogHandler {
 
     public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
         get { metadata[key] }
-        set { metadata[key] = newValue }
+        set {
+            // A job's logger gets three keys (job, spool, file), one at a time: room for them at once.
+            if metadata.isEmpty { metadata.reserveCapacity(4) }
+            metadata[key] = newValue
+        }
     }
 
     public func log(event: LogEvent) {

@@ -138,7 +138,7 @@ extension Uploader {
         // ready on another loop let the answer overtake the end of the body, and the connection was
         // never given back to the pool. `client` has no other loop, so its pooled keep-alive
         // connections are there without requiring it (which would make a connection per request).
-        let task = client.execute(request: http, delegate: delegate, eventLoop: .delegate(on: loop), deadline: nil, logger: logger)
+        let task = client.execute(request: http, delegate: delegate, eventLoop: .delegate(on: loop), deadline: nil, logger: logger.forHTTPClient)
         return try await answer(of: task, from: delegate, counter: counter, logger: logger)
     }
 }

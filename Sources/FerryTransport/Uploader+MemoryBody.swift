@@ -15,7 +15,7 @@ extension Uploader {
         let http = try HTTPClient.Request(
             url: request.url, method: HTTPMethod(rawValue: request.method), headers: headers, body: .byteBuffer(ByteBuffer(bytes: bytes)))
         let delegate = ResponseCollector(limit: Self.responseLimit, watchdog: watchdog, sent: counter, written: { progress(counter.add($0)) })
-        let task = client.execute(request: http, delegate: delegate, deadline: nil, logger: logger)
+        let task = client.execute(request: http, delegate: delegate, eventLoop: .indifferent, deadline: nil, logger: logger.forHTTPClient)
         return try await answer(of: task, from: delegate, counter: counter, logger: logger)
     }
 

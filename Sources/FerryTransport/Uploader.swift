@@ -279,7 +279,7 @@ public final class Uploader: Sendable {
 
     /// Executes `http` and reads the answer.
     private func exchange(_ http: HTTPClientRequest, counter: ByteCounter, watchdog: ProgressWatchdog, logger: Logger) async throws -> UploadResult {
-        let response = try await client.execute(http, deadline: .distantFuture, logger: logger)
+        let response = try await client.execute(http, deadline: .distantFuture, logger: logger.forHTTPClient)
         // Counted at the head: a server that answers early and reads on still answered early.
         let sentAtHead = counter.value
         watchdog.progressed()
