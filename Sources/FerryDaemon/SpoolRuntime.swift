@@ -14,8 +14,10 @@ struct SenderParts: Sendable {
     let io: BlockingIO
 }
 
-/// Everything the pipeline needs to know about one spool at run time.
-struct SpoolRuntime: Sendable {
+/// Everything the pipeline needs to know about one spool at run time. A class: every job's
+/// pipeline, the scheduler and the control service look it up, and copying the configuration
+/// with it (as a struct) retained and released each of its fields every time.
+final class SpoolRuntime: Sendable {
     let configuration: SpoolConfiguration
     let files: SpoolFiles
     /// Sends the spool's files by its protocol.
