@@ -96,18 +96,25 @@ struct FailedDirectoryTests {
         try await waitUntil("ferryd to die at its fault point\n\(harness.daemon?.log ?? "")") { !(harness.daemon?.child.isRunning ?? false) }
     }
 
+    /// Starts ferryd armed at `faultPoint`, has scan.pdf refused and moved aside, and retries it:
+    /// ferryd dies inside the retry. Returns the failed job and the file's path in `.failed`.
+    func retryCutAt(_ faultPoint: String, _ harness: DaemonHarness) async throws -> (failed: Job, aside: String) {
+        try await harness.start(environment: ["FERRY_FAULT_POINT": faultPoint])
+        try harness.drop("scan.pdf", Array("page one".utf8))
+        let aside = harness.spoolPath() + "/.failed/scan.pdf"
+        try await waitUntil("the file to be moved aside") { fileExists(aside) }
+        try await harness.waitForQuiet()
+        let failed = try #require(try await jobs(harness).first)
+        _ = try await harness.ctl("retry", failed.id.rawValue)
+        try await waitForCrash(harness)
+        return (failed, aside)
+    }
+
     @Test("A retry cut by kill -9 (after the job is reopened, or after its file is back in the spool) is finished at the next start: the same job is sent, with its Idempotency-Key",
           arguments: ["retry-reopened", "retry-brought-back"])
     func retryCutByACrash(faultPoint: String) async throws {
         try await withDaemonHarness(plan: { info in info.index == 0 ? .respond(status: 400, body: "rejected") : .store() }) { harness in
-            try await harness.start(environment: ["FERRY_FAULT_POINT": faultPoint])
-            try harness.drop("scan.pdf", Array("page one".utf8))
-            let aside = harness.spoolPath() + "/.failed/scan.pdf"
-            try await waitUntil("the file to be moved aside") { fileExists(aside) }
-            try await harness.waitForQuiet()
-            let failed = try #require(try await jobs(harness).first)
-            _ = try await harness.ctl("retry", failed.id.rawValue)
-            try await waitForCrash(harness)
+            let (failed, aside) = try await retryCutAt(faultPoint, harness)
             #expect(try await jobs(harness).first?.state == .held, "the retry's first step is on record")
             #expect(fileExists(aside) != (faultPoint == "retry-brought-back"))
             try await harness.start()
@@ -125,14 +132,7 @@ struct FailedDirectoryTests {
     @Test("A retry cut by kill -9 whose file is gone from both places returns the job to failed at the next start")
     func retryCutByACrashFileGone() async throws {
         try await withDaemonHarness(plan: { _ in .respond(status: 400, body: "rejected") }) { harness in
-            try await harness.start(environment: ["FERRY_FAULT_POINT": "retry-reopened"])
-            try harness.drop("scan.pdf", Array("page one".utf8))
-            let aside = harness.spoolPath() + "/.failed/scan.pdf"
-            try await waitUntil("the file to be moved aside") { fileExists(aside) }
-            try await harness.waitForQuiet()
-            let failed = try #require(try await jobs(harness).first)
-            _ = try await harness.ctl("retry", failed.id.rawValue)
-            try await waitForCrash(harness)
+            let (_, aside) = try await retryCutAt("retry-reopened", harness)
             unlink(aside)
             try await harness.start()
             try await harness.daemon?.waitForLog("a retry interrupted by a stop is undone")
