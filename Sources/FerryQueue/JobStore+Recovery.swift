@@ -94,7 +94,7 @@ extension JobStore {
     public func pendingDispositions(after: Int64 = 0, limit: Int) async throws -> [Job] {
         try await read { db in
             try Job.fetchAll(db, sql: """
-                SELECT * FROM job WHERE \(JobPredicate.undisposed) AND seq > ? ORDER BY seq LIMIT ?
+                SELECT * FROM job INDEXED BY job_undisposed WHERE \(JobPredicate.undisposed) AND seq > ? ORDER BY seq LIMIT ?
                 """, arguments: [after, limit])
         }
     }
@@ -104,7 +104,7 @@ extension JobStore {
     public func oldestPendingDisposition() async throws -> Job? {
         try await read { db in
             try Job.fetchOne(db, sql: """
-                SELECT * FROM job WHERE \(JobPredicate.undisposed)
+                SELECT * FROM job INDEXED BY job_undisposed WHERE \(JobPredicate.undisposed)
                 ORDER BY finished_at LIMIT 1
                 """)
         }
