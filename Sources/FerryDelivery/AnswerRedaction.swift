@@ -8,7 +8,9 @@ import FerryQueue
 /// header's value (a session token, an SSE-C key) and a pre-signed URL's query; an API may quote
 /// the token it refused. So before an answer is kept, the signing elements of an S3 `<Error>`
 /// document are emptied, and every secret the spool sends (``init(secrets:)``, from the
-/// configuration) is replaced by `***`, as is its percent-encoded form. Pure: bytes in, bytes out.
+/// configuration) is replaced by `***`, as are the forms an echo takes on the way: percent-encoded
+/// (either case of hex), JSON-escaped (`\/`, `\"`, `\uXXXX`, as PHP's `json_encode` and Python's
+/// `json.dumps` write) and XML-escaped (`&amp;`, `&#39;`). Pure: bytes in, bytes out.
 public struct AnswerRedaction: Sendable, Equatable {
     /// What stands in for a removed value.
     public static let mark: [UInt8] = Array("***".utf8)
@@ -29,8 +31,7 @@ public struct AnswerRedaction: Sendable, Equatable {
         var forms = Set<[UInt8]>()
         // A number is no credential, and replacing it would garble answers (a size, a count).
         for secret in secrets where secret.utf8.count >= Self.shortest && !secret.allSatisfy({ $0.isASCII && $0.isNumber }) {
-            forms.insert(Array(secret.utf8))
-            forms.insert(Array(Self.percentEncoded(secret).utf8))
+            for form in Self.echoedForms(of: secret) { forms.insert(Array(form.utf8)) }
         }
         self.secrets = forms.sorted { $0.count != $1.count ? $0.count > $1.count : $0.lexicographicallyPrecedes($1) }
     }
@@ -116,6 +117,64 @@ public struct AnswerRedaction: Sendable, Equatable {
             index += 1
         }
         return nil
+    }
+
+    /// `secret` and the forms a server's echo may give it: percent-encoded with upper- and lower-case
+    /// hex, JSON-escaped with and without `\/` and `\uXXXX` for non-ASCII, and XML-escaped.
+    static func echoedForms(of secret: String) -> Set<String> {
+        let percent = percentEncoded(secret)
+        var forms: Set<String> = [secret, percent, lowercasedHex(percent), xmlEscaped(secret, apostrophe: "&apos;"), xmlEscaped(secret, apostrophe: "&#39;")]
+        for slash in [false, true] {
+            for ascii in [false, true] { forms.insert(jsonEscaped(secret, slash: slash, asciiOnly: ascii)) }
+        }
+        return forms
+    }
+
+    /// `text` as a JSON string's content: `"` and `\` escaped, control characters as `\uXXXX`
+    /// (or `\n`, `\t`…), `/` as `\/` when `slash`, and non-ASCII as UTF-16 `\uXXXX` when `asciiOnly`.
+    static func jsonEscaped(_ text: String, slash: Bool, asciiOnly: Bool) -> String {
+        var out = ""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "/" where slash: out += "\\/"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            case _ where scalar.value < 0x20 || (asciiOnly && scalar.value > 0x7E):
+                for unit in String(scalar).utf16 { out += "\\u" + String(unit, radix: 16).leftPadded(to: 4) }
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        return out
+    }
+
+    /// `text` with XML's five special characters as entities.
+    static func xmlEscaped(_ text: String, apostrophe: String) -> String {
+        var out = ""
+        for character in text {
+            switch character {
+            case "&": out += "&amp;"
+            case "<": out += "&lt;"
+            case ">": out += "&gt;"
+            case "\"": out += "&quot;"
+            case "'": out += apostrophe
+            default: out.append(character)
+            }
+        }
+        return out
+    }
+
+    /// A percent-encoded string with its hex digits in lower case (`%2f`), as some servers echo it.
+    static func lowercasedHex(_ encoded: String) -> String {
+        var out = "", afterPercent = 0
+        for character in encoded {
+            if character == "%" { afterPercent = 2; out.append(character); continue }
+            out.append(afterPercent > 0 ? Character(character.lowercased()) : character)
+            afterPercent = max(afterPercent - 1, 0)
+        }
+        return out
     }
 
     /// `text` as RFC 3986 percent-encodes it (unreserved characters kept), as a query value

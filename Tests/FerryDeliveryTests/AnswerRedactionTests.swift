@@ -58,6 +58,37 @@ struct AnswerRedactionTests {
         #expect(kept.hint == "said \(expected)")
     }
 
+    /// An S3-style secret key with `/` and `+`, and a password with characters JSON and XML escape.
+    static let slashKey = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY+z"
+    static let oddPassword = "p\"ass<wörd>&'\\x"
+
+    @Test("A secret echoed JSON-escaped, XML-escaped or percent-encoded in lower case is replaced", arguments: [
+        // PHP's json_encode escapes every slash.
+        ("{\"error\":\"bad key wJalrXUtnFEMI\\/K7MDENG\\/bPxRfiCYEXAMPLEKEY+z\"}", "{\"error\":\"bad key ***\"}"),
+        // Python's json.dumps: quotes and backslashes escaped, non-ASCII as \\u.
+        ("{\"detail\": \"p\\\"ass<w\\u00f6rd>&'\\\\x refused\"}", "{\"detail\": \"*** refused\"}"),
+        // The same without ensure_ascii.
+        ("{\"detail\": \"p\\\"ass<wörd>&'\\\\x\"}", "{\"detail\": \"***\"}"),
+        ("<Message>p&quot;ass&lt;wörd&gt;&amp;&apos;\\x</Message>", "<Message>***</Message>"),
+        ("<p>p&quot;ass&lt;wörd&gt;&amp;&#39;\\x</p>", "<p>***</p>"),
+        ("GET /?k=wJalrXUtnFEMI%2fK7MDENG%2fbPxRfiCYEXAMPLEKEY%2bz", "GET /?k=***"),
+        ("GET /?k=wJalrXUtnFEMI%2FK7MDENG%2FbPxRfiCYEXAMPLEKEY%2Bz", "GET /?k=***"),
+    ])
+    func escapedEchoes(body: String, expected: String) {
+        let redaction = AnswerRedaction(secrets: [Self.slashKey, Self.oddPassword])
+        let kept = redaction.redacted(ServerAnswer(status: 400, body: Array(body.utf8)))
+        #expect(String(decoding: kept.body, as: UTF8.self) == expected)
+    }
+
+    @Test("The escaped forms, as encoders write them")
+    func escapedForms() {
+        #expect(AnswerRedaction.jsonEscaped("a/\"\\\n\u{1}é😀", slash: true, asciiOnly: true) == #"a\/\"\\\n\u0001\u00e9\ud83d\ude00"#)
+        #expect(AnswerRedaction.jsonEscaped("a/é", slash: false, asciiOnly: false) == "a/é")
+        #expect(AnswerRedaction.xmlEscaped("<a&'\">", apostrophe: "&#39;") == "&lt;a&amp;&#39;&quot;&gt;")
+        #expect(AnswerRedaction.lowercasedHex("AB%2F%C3%A9CD") == "AB%2f%c3%a9CD")
+        #expect(AnswerRedaction.echoedForms(of: "plain-secret-value") == ["plain-secret-value"])
+    }
+
     @Test("A success is the producer's answer: handed on unchanged")
     func successUnchanged() {
         let redaction = AnswerRedaction(secrets: ["s3cr3t-t0ken-42"])
