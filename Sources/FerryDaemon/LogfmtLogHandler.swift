@@ -39,18 +39,7 @@ public struct LogfmtLogHandler: LogHandler {
     }
 
     public func log(event: LogEvent) {
-        var line = ""
-        if timestamps {
-            line += Self.timestamp() + " "
-        }
-        line += "level=\(event.level.rawValue) msg=\(Self.quote(event.message.description))"
-        var merged = metadata
-        if let extra = event.metadata { merged.merge(extra) { $1 } }
-        for key in merged.keys.sorted() {
-            line += " \(key)=\(Self.quote(Self.render(merged[key]!)))"
-        }
-        line += "\n"
-        var bytes = Array(line.utf8)
+        var bytes = Array(line(for: event).utf8)
         Self.lock.withLock { _ in
             var offset = 0
             while offset < bytes.count {
@@ -60,6 +49,32 @@ public struct LogfmtLogHandler: LogHandler {
                 offset += count
             }
         }
+    }
+
+    /// The line `event` is written as, with its newline.
+    func line(for event: LogEvent) -> String {
+        var line = ""
+        line.reserveCapacity(192)
+        if timestamps {
+            line += Self.timestamp() + " "
+        }
+        line += "level=\(event.level.rawValue) msg=\(Self.quote(event.message.description))"
+        // The logger's and the event's pairs in key order, the event's winning: without merging
+        // into a new dictionary (hashing, resizing, freeing), a third of a line's CPU in a profile.
+        var pairs: [(key: String, value: Logger.Metadata.Value)] = []
+        pairs.reserveCapacity(metadata.count + (event.metadata?.count ?? 0))
+        if let extra = event.metadata {
+            for pair in metadata where extra[pair.key] == nil { pairs.append(pair) }
+            for pair in extra { pairs.append(pair) }
+        } else {
+            for pair in metadata { pairs.append(pair) }
+        }
+        pairs.sort { $0.key < $1.key }
+        for pair in pairs {
+            line += " \(pair.key)=\(Self.quote(Self.render(pair.value)))"
+        }
+        line += "\n"
+        return line
     }
 
     static func render(_ value: Logger.Metadata.Value) -> String {

@@ -1,4 +1,5 @@
 @testable import FerryDaemon
+import Logging
 import Testing
 
 @Suite("logfmt values")
@@ -11,5 +12,19 @@ struct LogfmtLogHandlerTests {
     ] as [(String, String)])
     func quote(value: String, logged: String) {
         #expect(LogfmtLogHandler.quote(value) == logged)
+    }
+
+    @Test("A line: level, message, then the logger's and the event's pairs in key order, the event's value winning")
+    func line() {
+        var handler = LogfmtLogHandler(label: "test", level: .info, timestamps: false)
+        handler[metadataKey: "spool"] = "media"
+        handler[metadataKey: "job"] = "01J"
+        handler[metadataKey: "file"] = "a b.jpg"
+        let event = LogEvent(
+            level: .info, message: "uploaded", metadata: ["status": "201", "file": "c.jpg"],
+            source: "test", file: #fileID, function: #function, line: #line)
+        #expect(handler.line(for: event) == "level=info msg=uploaded file=c.jpg job=01J spool=media status=201\n")
+        let bare = LogEvent(level: .warning, message: "two words", metadata: nil, source: "test", file: #fileID, function: #function, line: #line)
+        #expect(handler.line(for: bare) == "level=warning msg=\"two words\" file=\"a b.jpg\" job=01J spool=media\n")
     }
 }
