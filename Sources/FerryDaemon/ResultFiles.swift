@@ -10,14 +10,16 @@ import Glibc
 /// same subdirectories as the file): atomically and durably, never replacing a file. If the name
 /// holds another job's result (the same name delivered twice), the job id goes into the name:
 /// `<name>.<job id>.result.json`. Writing it again for the same job finds it there and is done.
+/// Files are 0640 and the directories ferryd makes 0750, as the failed directory's sidecars: an
+/// answer can hold a URL that reads the upload (a tus upload's `Location`), for the producer only.
 enum ResultFiles {
     static let suffix = Array(".result.json".utf8)
 
     /// Writes `document` for `job`; returns the path written (or found).
     static func write(_ document: [UInt8], for job: Job, into directory: String) throws(SystemError) -> String {
-        try makeDirectories(directory, mode: 0o755)
+        try makeDirectories(directory, mode: 0o750)
         let root = try DirectoryHandle.open(directory)
-        let destination = try root.openOrCreateSubdirectory(job.subdirectories, mode: 0o755)
+        let destination = try root.openOrCreateSubdirectory(job.subdirectories, mode: 0o750)
         let name = job.relativePath.split(separator: UInt8(ascii: "/")).last.map(Array.init) ?? job.relativePath
         let token = Array(job.id.rawValue.utf8)
         for candidate in candidates(name: name, token: token) {
@@ -28,7 +30,7 @@ enum ResultFiles {
                 continue
             }
             do {
-                try destination.writeNewFile(candidate, bytes: document)
+                try destination.writeNewFile(candidate, bytes: document, mode: 0o640)
                 return destination.childPath(candidate)
             } catch where error.code == EEXIST {
                 continue

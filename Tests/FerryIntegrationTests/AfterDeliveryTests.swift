@@ -68,6 +68,8 @@ struct AfterDeliveryTests {
             #expect((result["headers"] as? [String: String])?["x-request-id"] == "req-1")
             #expect(try parseJSONObject(try #require(result["body"] as? String))["id"] as? Int == 1)
             #expect(result["url"] as? String == server.url + "/api/v2/media")
+            var status = stat()
+            #expect(stat(resultPath, &status) == 0 && status.st_mode & 0o777 == 0o640, "a result file is for the producer's group, not others")
 
             // The same name delivered again never replaces the first result: the job id goes in the name.
             try harness.drop("scan-0001.pdf", pseudoRandomBytes(100, seed: 2))
