@@ -669,10 +669,15 @@ def phase_outage(ctx):
     db.row_factory = sqlite3.Row
     worst_gap, attempts = 0.0, 0
     try:
-        # A 429 or 503 with Retry-After holds the whole spool (ServerWaits): every file due meanwhile
-        # starts when the hold ends, so a file's gap is bounded by its own backoff or the last hold.
-        holds_end = sorted(row[0] + row[1] + 1.0 for row in db.execute(
-            "SELECT started_at, duration FROM attempt WHERE http_status IN (429, 503)"))
+        # A 429 or 503 with Retry-After holds the whole spool (ServerWaits) for its 1 s, and a
+        # connection that cannot be made holds it for at most max_delay (UnreachableServer): every
+        # file due meanwhile starts when the hold ends, so a file's gap is bounded by its own
+        # backoff or the last hold. Holds as (start, latest end).
+        holds = [(row[0] + row[1], row[0] + row[1] + 1.0) for row in db.execute(
+            "SELECT started_at, duration FROM attempt WHERE http_status IN (429, 503)")]
+        holds += [(row[0] + row[1], row[0] + row[1] + s.max_delay) for row in db.execute(
+            "SELECT started_at, duration FROM attempt WHERE http_status IS NULL AND "
+            "(error LIKE '%Connection refused%' OR error LIKE 'cannot connect%' OR error LIKE 'connecting to % timed out')")]
         for name in names:
             rows = db.execute(
                 "SELECT a.started_at, a.duration, a.outcome, a.error, a.http_status FROM attempt a JOIN job j ON a.job_seq = j.seq "
@@ -685,7 +690,7 @@ def phase_outage(ctx):
             for previous, current in zip(rows, rows[1:]):
                 ended = previous["started_at"] + previous["duration"]
                 gap = current["started_at"] - ended
-                held_until = max((end for end in holds_end if ended < end - 1.0 < current["started_at"]), default=0.0)
+                held_until = max((end for start, end in holds if ended < start < current["started_at"]), default=0.0)
                 worst_gap = max(worst_gap, gap - max(0.0, held_until - (ended + s.max_delay)))
     finally:
         db.close()
@@ -694,7 +699,7 @@ def phase_outage(ctx):
         ctx.failures.append(f"outage: found {attempts} attempts for {len(names)} files: the retry-gap check could not be made")
     log(f"  {attempts} attempts, longest gap between attempts {worst_gap:.2f}s (max_delay {s.max_delay:.1f}s), "
         f"drained {drained_at - up_at:.1f}s after the receiver came back")
-    # The gap beyond a spool hold; Retry-After (1 s) never exceeds max_delay here; 0.75 s covers the
+    # The gap beyond a spool hold; neither hold exceeds max_delay here; 0.75 s covers the
     # scheduler's wake-up and a debug build.
     if worst_gap > s.max_delay + 0.75:
         ctx.failures.append(f"outage: a gap of {worst_gap:.2f}s between attempts exceeds max_delay {s.max_delay}s")

@@ -163,6 +163,7 @@ final class ControlService: Sendable {
         let configuration = runtime.configuration
         let paused = scheduler.paused
         let now = BandwidthPolicy.now()
+        let waits = scheduler.pipeline.serverWaits.current(at: Date())
         var spools = configuration.spools.map { spool in
             var status = SpoolStatus(
                 name: spool.name, directory: spool.directory, paused: paused.contains("*") || paused.contains(spool.name),
@@ -174,6 +175,7 @@ final class ControlService: Sendable {
                 // As a real time: the offset clock of the tests is ferryd's own.
                 status.windowChange = change.map { Date().addingTimeInterval($0.timeIntervalSince(now)) }
             }
+            status.serverWait = waits[spool.name]?.status
             return status
         }
         for (name, byState) in counts.sorted(by: { $0.key < $1.key }) where configuration.spool(named: name) == nil {

@@ -136,12 +136,9 @@ final class JobPipeline: Sendable {
                 try await spool.sender.send(job, bundle: bundle, tracker: UploadTracker(activity: activity, job: job), logger: log)
             }
         }
-        // Before the slot goes to the next job: a server that asked to wait gets no other file meanwhile.
-        if let until = AttemptDecider.spoolWait(after: result.report, now: Date()), serverWaits.wait(spool: job.spool, until: until) {
-            var metadata: Logger.Metadata = ["until": "\(ISO8601DateFormatter().string(from: until))"]
-            if case .answered(let answer) = result.report { metadata["status"] = "\(answer.status)" }
-            log.notice("the server asked to wait; no upload of this spool starts before then", metadata: metadata)
-        }
+        // Before the slot goes to the next job: a server that asked to wait, or that cannot be
+        // reached, gets no other file meanwhile.
+        noteServerWaits(after: result.report, spool: spool, job: job, log: log)
         sent()
         try await conclude(job, spool: spool, result, startedAt: startedAt, log: log)
     }

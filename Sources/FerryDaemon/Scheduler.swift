@@ -136,11 +136,17 @@ final class Scheduler: Sendable {
         let held = state.withLock { state in state.stopping ? "" : state.held["*"] ?? state.held[spool] }
         if let held { return held.isEmpty ? nil : held }
         // Asked since the last turn (the answer came just before this slot was given back).
-        return pipeline.serverWaits.until(spool: spool, at: Date()).map(Self.serverWaitReason)
+        return pipeline.serverWaits.wait(spool: spool, at: Date()).map(Self.serverWaitReason)
     }
 
-    static func serverWaitReason(_ until: Date) -> String {
-        "the server asked to wait until \(ISO8601DateFormatter().string(from: until)) (Retry-After)"
+    static func serverWaitReason(_ wait: ServerWaits.Wait) -> String {
+        let until = ISO8601DateFormatter().string(from: wait.until)
+        switch wait.reason {
+        case .asked:
+            return "the server asked to wait until \(until) (Retry-After)"
+        case .unreachable(let failures, let message):
+            return "the server cannot be reached (\(message)); \(failures) \(failures == 1 ? "try" : "tries") in a row failed, the next at \(until)"
+        }
     }
 
     /// Stop starting uploads; ``run(shutdownTimeout:)`` then waits for those in flight.
@@ -174,10 +180,10 @@ final class Scheduler: Sendable {
         let spools = self.spools().map { spool -> UploadSlots.Spool in
             var held = paused.contains(spool.name)
             if held { reasons[spool.name] = "the spool is paused (ferryctl pause)" }
-            if let until = serverWaits[spool.name] {
-                if !held { reasons[spool.name] = Self.serverWaitReason(until) }
+            if let wait = serverWaits[spool.name] {
+                if !held { reasons[spool.name] = Self.serverWaitReason(wait) }
                 held = true
-                if next == nil || until < next! { next = until }
+                if next == nil || wait.until < next! { next = wait.until }
             }
             if let window = spool.uploadWindow {
                 let (open, change) = window.state(at: now, calendar: calendar)

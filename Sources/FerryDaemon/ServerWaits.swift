@@ -1,41 +1,93 @@
+import FerryControl
+import FerryDelivery
 import Foundation
 import Synchronization
 
-/// The spools whose server asked to wait (a 429 or 503 with `Retry-After`, or a rate limit's reset
-/// time): the scheduler starts none of their jobs before then. Without it each queued file would
-/// be sent whole into the same refusal, Mastodon's media limit (30 uploads in 30 minutes) costing
-/// a full upload per file per retry.
+/// The spools that start no upload for now because of their server: it asked to wait (a 429 or
+/// 503 with `Retry-After`, or a rate limit's reset time), or it could not be reached
+/// (``UnreachableServer``). Without the first, each queued file would be sent whole into the same
+/// refusal, Mastodon's media limit (30 uploads in 30 minutes) costing a full upload per file per
+/// retry; without the second, every queued file would try a dead server in turn.
 final class ServerWaits: Sendable {
-    private let until = Mutex<[String: Date]>([:])
+    /// Why a spool waits.
+    enum Reason: Sendable, Equatable {
+        /// The server asked to (Retry-After, a rate limit's reset).
+        case asked
+        /// Connections to the server failed this many times in a row; the last failure's message.
+        case unreachable(failures: Int, message: String)
+    }
+
+    /// One spool's wait: its end, and why.
+    struct Wait: Sendable, Equatable {
+        var until: Date
+        var reason: Reason
+
+        /// As `ferryctl status` shows it.
+        var status: SpoolServerWait {
+            switch reason {
+            case .asked: SpoolServerWait(reason: .asked, until: until)
+            case .unreachable(let failures, let message): SpoolServerWait(reason: .unreachable, until: until, message: message, tries: failures)
+            }
+        }
+    }
+
+    private struct Spool {
+        var asked: Date?
+        var reachability = UnreachableServer()
+    }
+
+    private let spools = Mutex<[String: Spool]>([:])
 
     /// `spool`'s server asked to wait until `date`; returns whether that is news (later than known).
     @discardableResult
     func wait(spool: String, until date: Date) -> Bool {
-        until.withLock { waits in
-            guard waits[spool].map({ $0 < date }) ?? true else { return false }
-            waits[spool] = date
+        spools.withLock { spools in
+            guard spools[spool]?.asked.map({ $0 < date }) ?? true else { return false }
+            spools[spool, default: Spool()].asked = date
             return true
         }
     }
 
-    /// Forgets `spool`'s wait (`nil`: every spool's): an operator's `retry` or `resume` asks to try
-    /// now, and a reload may point the spool at another server.
-    func forget(spool: String?) {
-        until.withLock { waits in
-            if let spool { waits[spool] = nil } else { waits.removeAll() }
+    /// Takes in an attempt's report for `spool`'s reachability; returns the end of an unreachable
+    /// wait that starts or moves later with it.
+    func note(_ report: AttemptReport, spool: String, backoff: Backoff, now: Date) -> Date? {
+        var random = SystemRandomNumberGenerator()
+        return spools.withLock { spools in
+            if case .unreachable = report {} else if spools[spool] == nil { return nil }
+            return spools[spool, default: Spool()].reachability.note(report, now: now, backoff: backoff, random: &random)
         }
     }
 
-    /// Until when `spool` waits, if it still does at `now`.
-    func until(spool: String, at now: Date) -> Date? {
-        until.withLock { waits in waits[spool].flatMap { $0 > now ? $0 : nil } }
+    /// Forgets `spool`'s waits (`nil`: every spool's): an operator's `retry` or `resume` asks to try
+    /// now, and a reload may point the spool at another server.
+    func forget(spool: String?) {
+        spools.withLock { spools in
+            if let spool { spools[spool] = nil } else { spools.removeAll() }
+        }
     }
 
-    /// The waits still running at `now`, by spool (those over are forgotten).
-    func current(at now: Date) -> [String: Date] {
-        until.withLock { waits in
-            waits = waits.filter { $0.value > now }
-            return waits
+    /// `spool`'s wait, if one runs at `now` (the later of the two, when both run).
+    func wait(spool: String, at now: Date) -> Wait? {
+        spools.withLock { spools in spools[spool].flatMap { Self.wait(of: $0, at: now) } }
+    }
+
+    /// The waits running at `now`, by spool (spools with nothing left to remember are forgotten).
+    func current(at now: Date) -> [String: Wait] {
+        spools.withLock { spools in
+            spools = spools.filter { $0.value.asked.map { $0 > now } ?? false || $0.value.reachability.failures > 0 }
+            return spools.compactMapValues { Self.wait(of: $0, at: now) }
+        }
+    }
+
+    private static func wait(of spool: Spool, at now: Date) -> Wait? {
+        let asked = spool.asked.flatMap { $0 > now ? Wait(until: $0, reason: .asked) : nil }
+        let unreachable = spool.reachability.wait(at: now).map {
+            Wait(until: $0, reason: .unreachable(failures: spool.reachability.failures, message: spool.reachability.reason ?? ""))
+        }
+        switch (asked, unreachable) {
+        case (let asked?, let unreachable?): return asked.until >= unreachable.until ? asked : unreachable
+        case (let one?, nil), (nil, let one?): return one
+        case (nil, nil): return nil
         }
     }
 }

@@ -62,7 +62,7 @@ public enum AttemptDecider {
             return changed(to: identity ?? input.job.identity, input)
         case .answered(let answer):
             return answered(answer, input, random: &random)
-        case .noAnswer(let message):
+        case .noAnswer(let message), .unreachable(let message):
             return retryOrGiveUp(input, error: message, answer: nil, notBefore: nil, random: &random)
         case .refused(let reason):
             return giveUp(input, reason: reason, answer: nil)

@@ -4,6 +4,8 @@ public enum RequestOutcome: Sendable {
     case answer(status: Int, headers: [(name: String, value: String)], body: [UInt8], bytesSent: Int64)
     /// No usable answer.
     case failed(String, bytesSent: Int64)
+    /// No connection could be made (``AttemptReport/unreachable(_:)``); no byte was sent.
+    case unreachable(String)
     /// The file is no longer the version being sent.
     case sourceChanged(bytesSent: Int64)
     case cancelled(bytesSent: Int64)
@@ -14,6 +16,7 @@ public enum RequestOutcome: Sendable {
         switch self {
         case .answer: nil
         case .failed(let message, let bytes): (.noAnswer(message), bytes)
+        case .unreachable(let message): (.unreachable(message), 0)
         case .sourceChanged(let bytes): (.sourceChanged(nil), bytes)
         case .cancelled(let bytes): (.stopped, bytes)
         }

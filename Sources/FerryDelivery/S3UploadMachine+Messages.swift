@@ -77,6 +77,8 @@ extension S3UploadMachine {
         case error(S3ErrorAnswer)
         /// No usable answer.
         case failed(String)
+        /// No connection could be made (``AttemptReport/unreachable(_:)``).
+        case unreachable(String)
         /// The file is no longer the version being sent.
         case sourceChanged
         case cancelled

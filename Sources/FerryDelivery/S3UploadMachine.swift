@@ -361,6 +361,8 @@ public struct S3UploadMachine: Sendable {
             return finish(.answered(error.answer(during: during)))
         case .failed(let message):
             return finish(.noAnswer(message))
+        case .unreachable(let message):
+            return finish(.unreachable(message))
         case .sourceChanged:
             return finish(.sourceChanged(nil))
         case .cancelled:

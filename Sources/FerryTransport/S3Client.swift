@@ -235,6 +235,8 @@ public final class S3Client: Sendable {
         enum Outcome {
             case answer(status: Int, headers: [(name: String, value: String)], body: [UInt8])
             case failed(String)
+            /// No connection could be made.
+            case unreachable(String)
             case sourceChanged
             case cancelled
         }
@@ -277,7 +279,7 @@ public final class S3Client: Sendable {
         case .failed(let failure, let sent) where failure.kind == .sourceChanged:
             return Exchange(outcome: .sourceChanged, bytesSent: sent)
         case .failed(let failure, let sent):
-            return Exchange(outcome: .failed(failure.message), bytesSent: sent)
+            return Exchange(outcome: failure.isUnreachable ? .unreachable(failure.message) : .failed(failure.message), bytesSent: sent)
         case .cancelled(let sent):
             return Exchange(outcome: .cancelled, bytesSent: sent)
         }
@@ -299,6 +301,7 @@ public final class S3Client: Sendable {
                 status: status, code: error?.code ?? (status == 404 && body.isEmpty ? "NotFound" : nil), message: error?.message,
                 body: body, contentType: HTTPHeaders.value("Content-Type", in: headers), retryAfter: HTTPHeaders.value("Retry-After", in: headers)))
         case .failed(let message): return .failed(message)
+        case .unreachable(let message): return .unreachable(message)
         case .sourceChanged: return .sourceChanged
         case .cancelled: return .cancelled
         }

@@ -14,7 +14,10 @@ public enum UploadResult: Sendable {
 public struct TransportFailure: Error, Sendable, CustomStringConvertible {
     /// The kind of failure.
     public enum Kind: String, Sendable {
-        case connect, timeout, tls, connectionClosed, io, other
+        /// No connection could be made: refused, no route to the host, a failed DNS lookup, or
+        /// the connect timeout. The server, or the way to it, is down: not this request's fault.
+        case connect
+        case timeout, tls, connectionClosed, io, other
         /// The file sent from the spool is no longer the version the request was for.
         case sourceChanged
     }
@@ -27,4 +30,7 @@ public struct TransportFailure: Error, Sendable, CustomStringConvertible {
     }
 
     public var description: String { message }
+
+    /// Whether no connection could be made to the server (``Kind/connect``).
+    public var isUnreachable: Bool { kind == .connect }
 }

@@ -311,7 +311,7 @@ public final class Uploader: Sendable {
         if let error = error as? HTTPClientError {
             switch error {
             case .connectTimeout:
-                return TransportFailure(kind: .timeout, message: "connecting to \(host) timed out")
+                return TransportFailure(kind: .connect, message: "connecting to \(host) timed out")
             case .readTimeout:
                 return TransportFailure(kind: .timeout, message: "no response from \(host) within the no-progress timeout")
             case .writeTimeout:
@@ -341,7 +341,9 @@ public final class Uploader: Sendable {
             return TransportFailure(kind: .tls, message: "TLS with \(host) failed: \(text)")
         }
         if let error = error as? IOError {
-            return TransportFailure(kind: .io, message: "connection to \(host) failed: \(error.description)")
+            // Refused or without a route: no connection was made (the connect's own error).
+            let unreachable = [ECONNREFUSED, EHOSTUNREACH, ENETUNREACH, EHOSTDOWN, ENETDOWN].contains(error.errnoCode)
+            return TransportFailure(kind: unreachable ? .connect : .io, message: "connection to \(host) failed: \(error.description)")
         }
         if let error = error as? NIOConnectionError {
             let reasons = error.connectionErrors.map { attempt -> String in
@@ -352,7 +354,7 @@ public final class Uploader: Sendable {
             return TransportFailure(kind: .connect, message: "cannot connect to \(host): \(reason)")
         }
         if let error = error as? ChannelError, case .connectTimeout = error {
-            return TransportFailure(kind: .timeout, message: "connecting to \(host) timed out")
+            return TransportFailure(kind: .connect, message: "connecting to \(host) timed out")
         }
         if error is SourceChanged {
             return TransportFailure(kind: .sourceChanged, message: "the file changed before it was sent")

@@ -71,11 +71,17 @@ enum StatusView {
         return output
     }
 
-    /// One paragraph per spool held back by a local problem (nothing when there is none).
+    /// One paragraph per spool held back by a local problem or an unreachable server (nothing when
+    /// there is none).
     static func problems(_ spools: [SpoolStatus], now: Date = Date()) -> String {
         let troubled = spools.compactMap { spool in spool.problem.map { (spool.name, $0) } }
-        guard !troubled.isEmpty else { return "" }
+        let unreachable = spools.compactMap { spool in spool.serverWait.flatMap { $0.reason == .unreachable ? (spool.name, $0) : nil } }
+        guard !troubled.isEmpty || !unreachable.isEmpty else { return "" }
         var output = ""
+        for (name, wait) in unreachable {
+            output += "server of \(name) unreachable: \(Format.shortened(wait.message ?? "", to: 160))\n"
+            output += "  \(Format.count(wait.tries ?? 1, "try", "tries")) in a row failed; the spool's next try \(Format.timeWithRelative(wait.until, now: now))\n"
+        }
         for (name, problem) in troubled {
             output += "problem in \(name): \(Format.shortened(problem.message, to: 160))\n"
             output += "  since \(Format.timeWithRelative(problem.since, now: now))"
@@ -92,6 +98,10 @@ enum StatusView {
             + [.init("settling", rightAligned: true), .init("")])
         for spool in spools {
             var note = spool.paused ? "paused" : ""
+            if let wait = spool.serverWait {
+                let what = wait.reason == .unreachable ? "server unreachable, next try" : "server asked to wait, until"
+                note += (note.isEmpty ? "" : "; ") + "\(what) \(Format.relative(wait.until, now: Date()))"
+            }
             if let open = spool.windowOpen {
                 let change = spool.windowChange.map { " \(open ? "closes" : "opens") \(Format.relative($0, now: Date()))" } ?? ""
                 note += (note.isEmpty ? "" : "; ") + (open ? "window open" : "window closed") + change

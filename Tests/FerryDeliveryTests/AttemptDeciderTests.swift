@@ -145,6 +145,9 @@ let decisionTable: [DecisionRow] = [
     // No answer, refused.
     DecisionRow(name: "no answer retries", report: .noAnswer("connect: Connection refused"), fate: .retry(seconds: 0...0, error: "connect: Connection refused"),
                 counted: .retry),
+    DecisionRow(name: "an unreachable server retries as no answer", report: .unreachable("cannot connect to h:1: No route to host"),
+                attempts: 3, random: FixedRandom.highest, fate: .retry(seconds: 7.9...8, error: "cannot connect to h:1: No route to host"),
+                counted: .retry),
     DecisionRow(name: "refused fails at once", report: .refused("the file is larger than the server accepts"),
                 fate: .failed(attempt: true, error: "the file is larger than the server accepts"), followUps: removes, counted: .failed),
     // The file.
@@ -292,6 +295,7 @@ struct AttemptDeciderTests {
         (answer(413, retryAfter: "120"), nil),
         (answer(201, retryAfter: "120"), nil),
         (.noAnswer("connection refused"), nil),
+        (.unreachable("connection refused"), nil),
     ])
     func spoolWait(report: AttemptReport, seconds: Double?) {
         #expect(AttemptDecider.spoolWait(after: report, now: decisionNow).map { $0.timeIntervalSince(decisionNow) } == seconds)
@@ -308,10 +312,11 @@ struct AttemptDeciderTests {
             case .sourceChanged: "sourceChanged"
             case .answered: "answered"
             case .noAnswer: "noAnswer"
+            case .unreachable: "unreachable"
             case .refused: "refused"
             case .stopped: "stopped"
             }
         })
-        #expect(kinds.count == 8)
+        #expect(kinds.count == 9)
     }
 }

@@ -22,10 +22,12 @@ public struct SpoolStatus: Sendable, Codable, Hashable {
     /// How the spool's files travel (`protocol`: `multipart`, `put`, `tus`, `s3`, `resumable`);
     /// absent from daemons that predate it, and for a spool known only from the queue.
     public var uploadProtocol: String?
+    /// The server's wait holding the spool's uploads back, while it lasts; absent when none.
+    public var serverWait: SpoolServerWait?
 
     enum CodingKeys: String, CodingKey {
         case name, directory, paused, counts, settling, problem, bundles
-        case windowOpen = "window_open", windowChange = "window_change", uploadProtocol = "protocol"
+        case windowOpen = "window_open", windowChange = "window_change", uploadProtocol = "protocol", serverWait = "server_wait"
     }
 
     public init(
@@ -54,5 +56,6 @@ public struct SpoolStatus: Sendable, Codable, Hashable {
         windowChange = try container.decodeIfPresent(Date.self, forKey: .windowChange)
         bundles = try container.decodeIfPresent(Bool.self, forKey: .bundles) ?? false
         uploadProtocol = try container.decodeIfPresent(String.self, forKey: .uploadProtocol)
+        serverWait = try container.decodeIfPresent(SpoolServerWait.self, forKey: .serverWait)
     }
 }

@@ -103,7 +103,7 @@ extension SendResult {
         case .failed(let failure, let bytesSent) where failure.kind == .sourceChanged:
             self.init(report: .sourceChanged(source?.currentVersion), bytesSent: bytesSent)
         case .failed(let failure, let bytesSent):
-            self.init(report: .noAnswer(failure.message), bytesSent: bytesSent)
+            self.init(report: failure.isUnreachable ? .unreachable(failure.message) : .noAnswer(failure.message), bytesSent: bytesSent)
         case .cancelled(let bytesSent):
             self.init(report: .stopped, bytesSent: bytesSent)
         }
