@@ -281,8 +281,10 @@ public final class FerryDaemon: Service, Sendable {
             runtime.setWatcher(watcher, for: spool.name)
             startWatcher(watcher)
         }
-        // A spool's server may have changed: what the old one asked does not hold it any more.
+        // A spool's server may have changed: what the old one asked does not hold it any more. And
+        // what reaching a server takes may have (connect_timeout, a CA): the next due job tries now.
         for spool in new.spools where old.spool(named: spool.name)?.url != spool.url { scheduler.pipeline.serverWaits.forget(spool: spool.name) }
+        scheduler.pipeline.serverWaits.forgetUnreachable()
         scheduler.wake()
         logger.notice("configuration reloaded", metadata: [
             "reason": "\(reason)", "applied": "\(applied.isEmpty ? "nothing changed" : applied.joined(separator: "; "))",

@@ -8,7 +8,7 @@ extension JobPipeline {
     /// Holds the job's spool when its server asked to wait (``AttemptDecider/spoolWait(after:now:)``)
     /// or could not be reached (``UnreachableServer``): the scheduler starts none of its jobs before
     /// then. Called as soon as an attempt's report is in, before its slot goes to the next job.
-    func noteServerWaits(after report: AttemptReport, spool: SpoolRuntime?, job: Job, log: Logger) {
+    func noteServerWaits(after report: AttemptReport, spool: SpoolRuntime?, job: Job, startedAt: Date, log: Logger) {
         let now = Date()
         if let until = AttemptDecider.spoolWait(after: report, now: now), serverWaits.wait(spool: job.spool, until: until) {
             var metadata: Logger.Metadata = ["until": "\(ISO8601DateFormatter().string(from: until))"]
@@ -17,10 +17,9 @@ extension JobPipeline {
         }
         let policy = spool?.configuration.retry ?? RetryPolicy()
         let backoff = Backoff(initialDelay: policy.initialDelay, maxDelay: policy.maxDelay)
-        if let until = serverWaits.note(report, spool: job.spool, backoff: backoff, now: now),
-           let wait = serverWaits.wait(spool: job.spool, at: now), case .unreachable(let failures, _) = wait.reason {
+        if let wait = serverWaits.note(report, spool: job.spool, startedAt: startedAt, backoff: backoff, now: now) {
             log.notice("the server cannot be reached; no upload of this spool starts before the next try", metadata: [
-                "until": "\(ISO8601DateFormatter().string(from: until))", "failures": "\(failures)",
+                "until": "\(ISO8601DateFormatter().string(from: wait.until))", "tries": "\(wait.tries)",
             ])
         }
     }

@@ -138,7 +138,7 @@ final class JobPipeline: Sendable {
         }
         // Before the slot goes to the next job: a server that asked to wait, or that cannot be
         // reached, gets no other file meanwhile.
-        noteServerWaits(after: result.report, spool: spool, job: job, log: log)
+        noteServerWaits(after: result.report, spool: spool, job: job, startedAt: startedAt, log: log)
         sent()
         try await conclude(job, spool: spool, result, startedAt: startedAt, log: log)
     }

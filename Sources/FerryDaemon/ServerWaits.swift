@@ -48,13 +48,23 @@ final class ServerWaits: Sendable {
         }
     }
 
-    /// Takes in an attempt's report for `spool`'s reachability; returns the end of an unreachable
-    /// wait that starts or moves later with it.
-    func note(_ report: AttemptReport, spool: String, backoff: Backoff, now: Date) -> Date? {
+    /// Takes in the report of an attempt of `spool` that started at `startedAt`, for the spool's
+    /// reachability; returns an unreachable wait that starts with it: its end, and the tries in a row.
+    func note(_ report: AttemptReport, spool: String, startedAt: Date, backoff: Backoff, now: Date) -> (until: Date, tries: Int)? {
         var random = SystemRandomNumberGenerator()
         return spools.withLock { spools in
             if case .unreachable = report {} else if spools[spool] == nil { return nil }
-            return spools[spool, default: Spool()].reachability.note(report, now: now, backoff: backoff, random: &random)
+            guard let until = spools[spool, default: Spool()].reachability.note(
+                report, startedAt: startedAt, now: now, backoff: backoff, random: &random) else { return nil }
+            return (until, spools[spool]?.reachability.failures ?? 1)
+        }
+    }
+
+    /// Ends every spool's unreachable wait and run of failures (a reload may have changed what
+    /// reaching the server takes: `connect_timeout`, a CA, the URL); waits the servers asked for stay.
+    func forgetUnreachable() {
+        spools.withLock { spools in
+            for name in spools.keys { spools[name]?.reachability = UnreachableServer() }
         }
     }
 

@@ -120,45 +120,62 @@ public struct AnswerRedaction: Sendable, Equatable {
     }
 
     /// `secret` and the forms a server's echo may give it: percent-encoded with upper- and lower-case
-    /// hex, JSON-escaped with and without `\/` and `\uXXXX` for non-ASCII, and XML-escaped.
+    /// hex; JSON-escaped with and without `\/`, with `\uXXXX` for non-ASCII in either case of hex,
+    /// and as .NET's default encoder writes it (also `"+<>&'` as `\u`, upper case); XML-escaped
+    /// with named entities or, as Go's `encoding/xml` writes, `&#34;` and `&#39;`.
     static func echoedForms(of secret: String) -> Set<String> {
         let percent = percentEncoded(secret)
-        var forms: Set<String> = [secret, percent, lowercasedHex(percent), xmlEscaped(secret, apostrophe: "&apos;"), xmlEscaped(secret, apostrophe: "&#39;")]
+        var forms: Set<String> = [
+            secret, percent, lowercasedHex(percent),
+            xmlEscaped(secret, quote: "&quot;", apostrophe: "&apos;"), xmlEscaped(secret, quote: "&quot;", apostrophe: "&#39;"),
+            xmlEscaped(secret, quote: "&#34;", apostrophe: "&#39;"),
+            jsonEscaped(secret, slash: false, asciiOnly: true, upperHex: true, htmlSafe: true),
+        ]
         for slash in [false, true] {
-            for ascii in [false, true] { forms.insert(jsonEscaped(secret, slash: slash, asciiOnly: ascii)) }
+            for ascii in [false, true] {
+                for upper in [false, true] { forms.insert(jsonEscaped(secret, slash: slash, asciiOnly: ascii, upperHex: upper)) }
+            }
         }
         return forms
     }
 
-    /// `text` as a JSON string's content: `"` and `\` escaped, control characters as `\uXXXX`
-    /// (or `\n`, `\t`…), `/` as `\/` when `slash`, and non-ASCII as UTF-16 `\uXXXX` when `asciiOnly`.
-    static func jsonEscaped(_ text: String, slash: Bool, asciiOnly: Bool) -> String {
+    /// `text` as a JSON string's content: `"` and `\\` escaped, control characters as `\uXXXX`
+    /// (or `\n`, `\t`…), `/` as `\/` when `slash`, non-ASCII as UTF-16 `\uXXXX` when `asciiOnly`
+    /// (hex in upper case when `upperHex`), and `"+<>&'` and the backquote as `\uXXXX` when
+    /// `htmlSafe` (.NET's `JavaScriptEncoder.Default`).
+    static func jsonEscaped(_ text: String, slash: Bool, asciiOnly: Bool, upperHex: Bool = false, htmlSafe: Bool = false) -> String {
         var out = ""
+        func escape(_ scalar: Unicode.Scalar) {
+            for unit in String(scalar).utf16 { out += "\\u" + String(unit, radix: 16, uppercase: upperHex).leftPadded(to: 4) }
+        }
         for scalar in text.unicodeScalars {
             switch scalar {
+            case _ where htmlSafe && Self.htmlSensitive.contains(scalar): escape(scalar)
             case "\"": out += "\\\""
             case "\\": out += "\\\\"
             case "/" where slash: out += "\\/"
             case "\n": out += "\\n"
             case "\r": out += "\\r"
             case "\t": out += "\\t"
-            case _ where scalar.value < 0x20 || (asciiOnly && scalar.value > 0x7E):
-                for unit in String(scalar).utf16 { out += "\\u" + String(unit, radix: 16).leftPadded(to: 4) }
+            case _ where scalar.value < 0x20 || (asciiOnly && scalar.value > 0x7E): escape(scalar)
             default: out.unicodeScalars.append(scalar)
             }
         }
         return out
     }
 
-    /// `text` with XML's five special characters as entities.
-    static func xmlEscaped(_ text: String, apostrophe: String) -> String {
+    /// What .NET's default JSON encoder writes as `\uXXXX` besides non-ASCII.
+    static let htmlSensitive: Set<Unicode.Scalar> = ["\"", "+", "<", ">", "&", "'", "`"]
+
+    /// `text` with XML's five special characters as entities (`"` and `'` as given).
+    static func xmlEscaped(_ text: String, quote: String, apostrophe: String) -> String {
         var out = ""
         for character in text {
             switch character {
             case "&": out += "&amp;"
             case "<": out += "&lt;"
             case ">": out += "&gt;"
-            case "\"": out += "&quot;"
+            case "\"": out += quote
             case "'": out += apostrophe
             default: out.append(character)
             }

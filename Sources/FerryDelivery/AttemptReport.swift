@@ -19,8 +19,8 @@ public enum AttemptReport: Sendable, Equatable {
     /// No usable answer: a connection failure, a timeout, a protocol error worth retrying.
     case noAnswer(String)
     /// No connection could be made to the server (refused, no route, DNS, the connect timeout):
-    /// retried as ``noAnswer(_:)``, and the whole spool waits (``AttemptDecider/unreachableWait(consecutive:policy:random:)``)
-    /// rather than every queued file trying the same dead server in turn.
+    /// retried as ``noAnswer(_:)``, and the whole spool waits (``UnreachableServer``) rather than
+    /// every queued file trying the same dead server in turn.
     case unreachable(String)
     /// The file cannot be sent to this server at all (too large for it, an insecure upload URL).
     case refused(String)

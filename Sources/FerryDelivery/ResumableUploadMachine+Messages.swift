@@ -62,8 +62,10 @@ extension ResumableUploadMachine {
         case offered(UploadLimit)
         /// It does not (or did not say so): files are sent whole, as ordinary uploads.
         case notOffered
-        /// No usable answer (a 5xx, no connection).
+        /// No usable answer (a 5xx, a cut connection).
         case failed(String)
+        /// No connection could be made (``AttemptReport/unreachable(_:)``).
+        case unreachable(String)
     }
 
     /// Things worth a log line that the machine noticed.

@@ -109,6 +109,8 @@ public struct ResumableUploadMachine: Sendable {
         switch discovery {
         case .failed(let message):
             return finish(.noAnswer("asking the server whether it offers resumable uploads (OPTIONS): \(message)"))
+        case .unreachable(let message):
+            return finish(.unreachable("asking the server whether it offers resumable uploads (OPTIONS): \(message)"))
         case .notOffered:
             notices.append(.notOffered)
             if let refusal = wholeRefusal { return finish(.answered(refusal)) }

@@ -148,7 +148,7 @@ public struct TusUploadMachine: Sendable {
         guard case .discovering = phase else { preconditionFailure("discovered() outside discovery") }
         switch result {
         case .failure(let failure):
-            return finish(.noAnswer(failure.message))
+            return finish(failure.unreachable ? .unreachable(failure.message) : .noAnswer(failure.message))
         case .success(let found):
             capabilities = found
             if let max = found.maxSize, settings.length > max {
@@ -388,5 +388,10 @@ public struct TusUploadMachine: Sendable {
 /// Why a tus server's capabilities could not be had (a 5xx to `OPTIONS`, no answer).
 public struct TusDiscoveryFailure: Error, Sendable, Equatable {
     public var message: String
-    public init(message: String) { self.message = message }
+    /// No connection could be made (``AttemptReport/unreachable(_:)``).
+    public var unreachable: Bool
+    public init(message: String, unreachable: Bool = false) {
+        self.message = message
+        self.unreachable = unreachable
+    }
 }

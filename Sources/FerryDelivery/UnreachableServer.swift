@@ -10,8 +10,10 @@ import Foundation
 /// would be: full jitter, a random time up to `min(max_delay, initial_delay × 2ⁿ)` with the spool's
 /// `[spool.retry]` delays, where *n* counts the waits in a row. When a wait ends, the jobs due start
 /// (up to `max_concurrent_uploads`); the first of them that cannot connect starts the next, longer
-/// wait, and those already under way fail into it without lengthening it. Any answer from the
-/// server, whatever its status, ends the run and the wait.
+/// wait, and those already under way fail into it without lengthening it. An answer from the
+/// server, whatever its status, to an attempt started after the last failure ends the run and the
+/// wait; one to an attempt begun before it (a long upload on a connection made earlier) does not,
+/// as new connections may still fail.
 public struct UnreachableServer: Sendable, Equatable {
     /// Waits in a row (connections that could not be made, each after the last wait ended).
     public private(set) var failures: Int = 0
@@ -19,16 +21,20 @@ public struct UnreachableServer: Sendable, Equatable {
     public private(set) var until: Date?
     /// The last failure's message (for `ferryctl status`).
     public private(set) var reason: String?
+    /// When the last failure was seen.
+    public private(set) var lastFailure: Date?
 
     public init() {}
 
-    /// Takes in one attempt's report. Returns the end of a wait that starts or moves later with it.
+    /// Takes in the report of one attempt that started at `startedAt`. Returns the end of a wait
+    /// that starts or moves later with it.
     public mutating func note<Random: RandomNumberGenerator>(
-        _ report: AttemptReport, now: Date, backoff: Backoff, random: inout Random
+        _ report: AttemptReport, startedAt: Date, now: Date, backoff: Backoff, random: inout Random
     ) -> Date? {
         switch report {
         case .unreachable(let message):
             reason = message
+            lastFailure = now
             // Attempts that were under way when the wait began fail into it: they say nothing new.
             if let until, until > now { return nil }
             let end = now.addingTimeInterval(backoff.delay(forRetry: failures, using: &random).timeInterval)
@@ -37,7 +43,8 @@ public struct UnreachableServer: Sendable, Equatable {
             return end
         case .answered:
             // The server is there (its status is the job's business, and Retry-After the spool's
-            // other wait).
+            // other wait), if the answer came on a connection made since the last failure.
+            if let lastFailure, startedAt < lastFailure { return nil }
             self = UnreachableServer()
             return nil
         case .spoolMissing, .localFailure, .sourceGone, .sourceChanged, .noAnswer, .refused, .stopped:

@@ -217,7 +217,7 @@ public final class ResumableClient: Sendable {
             }
             return offered ? .offered(UploadLimit(headers: headers, interop: transfer.interop) ?? UploadLimit()) : .notOffered
         case .failed(let failure, _):
-            return .failed(failure.message)
+            return failure.isUnreachable ? .unreachable(failure.message) : .failed(failure.message)
         case .cancelled:
             return .failed("cancelled")
         }

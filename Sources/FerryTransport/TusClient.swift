@@ -282,7 +282,7 @@ public final class TusClient: Sendable {
             }
             return .success(capabilities)
         case .failed(let failure, _):
-            return .failure(TusDiscoveryFailure(message: failure.message))
+            return .failure(TusDiscoveryFailure(message: failure.message, unreachable: failure.isUnreachable))
         case .cancelled:
             return .failure(TusDiscoveryFailure(message: "cancelled"))
         }

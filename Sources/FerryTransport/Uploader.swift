@@ -166,7 +166,11 @@ public final class Uploader: Sendable {
                 // error: the changed file, not the link, ended the attempt (it is superseded, not retried).
                 return .failed(TransportFailure(kind: .sourceChanged, message: "the file changed during the upload"), bytesSent: counter.value)
             }
-            return .failed(Self.describe(error, request: request), bytesSent: counter.value)
+            var failure = Self.describe(error, request: request)
+            // A route lost under an open connection gives the errors of a connect that failed
+            // (EHOSTUNREACH): only a request that sent nothing found the server unreachable.
+            if failure.kind == .connect, counter.value > 0 { failure.kind = .io }
+            return .failed(failure, bytesSent: counter.value)
         }
     }
 

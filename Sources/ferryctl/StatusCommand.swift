@@ -99,7 +99,11 @@ enum StatusView {
         for spool in spools {
             var note = spool.paused ? "paused" : ""
             if let wait = spool.serverWait {
-                let what = wait.reason == .unreachable ? "server unreachable, next try" : "server asked to wait, until"
+                let what = switch wait.reason {
+                case .unreachable: "server unreachable, next try"
+                case .asked: "server asked to wait, until"
+                case .unrecognized(let name): "server wait (\(name)), until"
+                }
                 note += (note.isEmpty ? "" : "; ") + "\(what) \(Format.relative(wait.until, now: Date()))"
             }
             if let open = spool.windowOpen {

@@ -71,6 +71,11 @@ struct AnswerRedactionTests {
         ("{\"detail\": \"p\\\"ass<wörd>&'\\\\x\"}", "{\"detail\": \"***\"}"),
         ("<Message>p&quot;ass&lt;wörd&gt;&amp;&apos;\\x</Message>", "<Message>***</Message>"),
         ("<p>p&quot;ass&lt;wörd&gt;&amp;&#39;\\x</p>", "<p>***</p>"),
+        // Go's encoding/xml (MinIO's errors).
+        ("<Message>p&#34;ass&lt;wörd&gt;&amp;&#39;\\x</Message>", "<Message>***</Message>"),
+        // .NET's System.Text.Json: + as \u002B, non-ASCII in upper-case hex.
+        ("{\"key\":\"wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY\\u002Bz\"}", "{\"key\":\"***\"}"),
+        ("{\"p\":\"p\\u0022ass\\u003Cw\\u00F6rd\\u003E\\u0026\\u0027\\\\x\"}", "{\"p\":\"***\"}"),
         ("GET /?k=wJalrXUtnFEMI%2fK7MDENG%2fbPxRfiCYEXAMPLEKEY%2bz", "GET /?k=***"),
         ("GET /?k=wJalrXUtnFEMI%2FK7MDENG%2FbPxRfiCYEXAMPLEKEY%2Bz", "GET /?k=***"),
     ])
@@ -84,7 +89,8 @@ struct AnswerRedactionTests {
     func escapedForms() {
         #expect(AnswerRedaction.jsonEscaped("a/\"\\\n\u{1}é😀", slash: true, asciiOnly: true) == #"a\/\"\\\n\u0001\u00e9\ud83d\ude00"#)
         #expect(AnswerRedaction.jsonEscaped("a/é", slash: false, asciiOnly: false) == "a/é")
-        #expect(AnswerRedaction.xmlEscaped("<a&'\">", apostrophe: "&#39;") == "&lt;a&amp;&#39;&quot;&gt;")
+        #expect(AnswerRedaction.xmlEscaped("<a&'\">", quote: "&quot;", apostrophe: "&#39;") == "&lt;a&amp;&#39;&quot;&gt;")
+        #expect(AnswerRedaction.jsonEscaped("a+b/é\"", slash: false, asciiOnly: true, upperHex: true, htmlSafe: true) == #"a\u002Bb/\u00E9\u0022"#)
         #expect(AnswerRedaction.lowercasedHex("AB%2F%C3%A9CD") == "AB%2f%c3%a9CD")
         #expect(AnswerRedaction.echoedForms(of: "plain-secret-value") == ["plain-secret-value"])
     }

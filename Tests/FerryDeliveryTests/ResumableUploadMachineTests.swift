@@ -128,6 +128,9 @@ struct ResumableUploadMachineTests {
         var failing = ResumableScript()
         failing.step { $0.discovered(.failed("connection refused")) }
         #expect(failing.report == .noAnswer("asking the server whether it offers resumable uploads (OPTIONS): connection refused"))
+        var unreachable = ResumableScript()
+        unreachable.step { $0.discovered(.unreachable("connection to h:1 failed: Connection refused")) }
+        #expect(unreachable.report == .unreachable("asking the server whether it offers resumable uploads (OPTIONS): connection to h:1 failed: Connection refused"))
     }
 
     @Test("appends follow chunk_size and the server's max-append-size and min-append-size; the last completes the upload")

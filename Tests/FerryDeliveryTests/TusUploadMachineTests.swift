@@ -348,6 +348,14 @@ struct TusUploadMachineTests {
         var unreachable = TusScript()
         unreachable.step { $0.discovered(.failure(TusDiscoveryFailure(message: "the server answered OPTIONS with 502"))) }
         #expect(unreachable.report == .noAnswer("the server answered OPTIONS with 502"))
+        // OPTIONS is the attempt's first request: a connection it cannot make holds the spool.
+        var refused = TusScript()
+        refused.step { $0.discovered(.failure(TusDiscoveryFailure(message: "connection to h:1 failed: Connection refused", unreachable: true))) }
+        #expect(refused.report == .unreachable("connection to h:1 failed: Connection refused"))
+        var refusedLater = TusScript()
+        refusedLater.discover()
+        refusedLater.reply(.unreachable("cannot connect to h:1: No route to host"))
+        #expect(refusedLater.report == .unreachable("cannot connect to h:1: No route to host") && refusedLater.machine.bytesSent == 0)
     }
 
     @Test("capabilities: no Tus-Extension means creation only; lists are case- and space-insensitive")

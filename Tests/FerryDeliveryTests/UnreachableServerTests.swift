@@ -16,9 +16,20 @@ struct UnreachableServerTests {
     struct Step: Sendable {
         var report: AttemptReport
         var at: Double
+        /// When the attempt started (default: just before `at`).
+        var started: Double?
         var returned: Double?
         var failures: Int
         var waitsUntil: Double?
+
+        init(report: AttemptReport, at: Double, started: Double? = nil, returned: Double?, failures: Int, waitsUntil: Double?) {
+            self.report = report
+            self.at = at
+            self.started = started
+            self.returned = returned
+            self.failures = failures
+            self.waitsUntil = waitsUntil
+        }
     }
 
     struct Row: Sendable, CustomTestStringConvertible {
@@ -62,6 +73,12 @@ struct UnreachableServerTests {
             Step(report: cut, at: 2, returned: nil, failures: 1, waitsUntil: nil),
             Step(report: refused, at: 2, returned: 4, failures: 2, waitsUntil: 4),
         ]),
+        Row(name: "an answer to an attempt begun before the last failure (a long upload) does not end the run", steps: [
+            Step(report: refused, at: 10, returned: 11, failures: 1, waitsUntil: 11),
+            Step(report: answer, at: 10.5, started: 2, returned: nil, failures: 1, waitsUntil: 11),
+            Step(report: refused, at: 11, returned: 13, failures: 2, waitsUntil: 13),
+            Step(report: answer, at: 13.5, started: 13.2, returned: nil, failures: 0, waitsUntil: nil),
+        ]),
         Row(name: "a wait that is over is no wait", steps: [
             Step(report: refused, at: 0, returned: 1, failures: 1, waitsUntil: 1),
             Step(report: cut, at: 1, returned: nil, failures: 1, waitsUntil: nil),
@@ -74,7 +91,8 @@ struct UnreachableServerTests {
         var random = FixedRandom(value: FixedRandom.highest)
         for (index, step) in row.steps.enumerated() {
             let now = Self.start.addingTimeInterval(step.at)
-            let returned = server.note(step.report, now: now, backoff: Self.backoff, random: &random)
+            let started = Self.start.addingTimeInterval(step.started ?? step.at - 0.001)
+            let returned = server.note(step.report, startedAt: started, now: now, backoff: Self.backoff, random: &random)
             let seconds = { (date: Date?) in date.map { ($0.timeIntervalSince(Self.start) * 100).rounded() / 100 } }
             #expect(seconds(returned) == step.returned, "step \(index)")
             #expect(server.failures == step.failures, "step \(index)")
@@ -86,7 +104,7 @@ struct UnreachableServerTests {
     func lowestJitter() {
         var server = UnreachableServer()
         var random = FixedRandom(value: 0)
-        #expect(server.note(Self.refused, now: Self.start, backoff: Self.backoff, random: &random) == Self.start)
+        #expect(server.note(Self.refused, startedAt: Self.start, now: Self.start, backoff: Self.backoff, random: &random) == Self.start)
         #expect(server.wait(at: Self.start) == nil)
         #expect(server.failures == 1)
         #expect(server.reason == "connection to h:1 failed: Connection refused")

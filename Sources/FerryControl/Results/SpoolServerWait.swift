@@ -4,11 +4,23 @@ import Foundation
 /// with `Retry-After`, a rate limit's reset), or it cannot be reached.
 public struct SpoolServerWait: Sendable, Codable, Hashable {
     /// Why the spool waits.
-    public enum Reason: String, Sendable, Codable, Hashable {
+    public enum Reason: ControlVocabulary {
         /// The server asked to (Retry-After, a rate limit's reset time).
         case asked
         /// Connections to the server could not be made (refused, no route, DNS, connect timeout).
         case unreachable
+        /// A name this build does not know (from a newer daemon).
+        case unrecognized(String)
+
+        public static let allCases: [Reason] = [.asked, .unreachable]
+
+        public var rawValue: String {
+            switch self {
+            case .asked: "asked"
+            case .unreachable: "unreachable"
+            case .unrecognized(let name): name
+            }
+        }
     }
 
     public var reason: Reason
