@@ -1,4 +1,5 @@
 import FerryQueue
+import FerryS3
 
 /// What ferryd keeps of a server's refusal, without the secrets the server may have echoed.
 ///
@@ -127,8 +128,8 @@ public struct AnswerRedaction: Sendable, Equatable {
         let percent = percentEncoded(secret)
         var forms: Set<String> = [
             secret, percent, lowercasedHex(percent),
-            xmlEscaped(secret, quote: "&quot;", apostrophe: "&apos;"), xmlEscaped(secret, quote: "&quot;", apostrophe: "&#39;"),
-            xmlEscaped(secret, quote: "&#34;", apostrophe: "&#39;"),
+            S3Document.escape(secret, quote: "&quot;", apostrophe: "&apos;"), S3Document.escape(secret, quote: "&quot;", apostrophe: "&#39;"),
+            S3Document.escape(secret, quote: "&#34;", apostrophe: "&#39;"),
             jsonEscaped(secret, slash: false, asciiOnly: true, upperHex: true, htmlSafe: true),
         ]
         for slash in [false, true] {
@@ -166,22 +167,6 @@ public struct AnswerRedaction: Sendable, Equatable {
 
     /// What .NET's default JSON encoder writes as `\uXXXX` besides non-ASCII.
     static let htmlSensitive: Set<Unicode.Scalar> = ["\"", "+", "<", ">", "&", "'", "`"]
-
-    /// `text` with XML's five special characters as entities (`"` and `'` as given).
-    static func xmlEscaped(_ text: String, quote: String, apostrophe: String) -> String {
-        var out = ""
-        for character in text {
-            switch character {
-            case "&": out += "&amp;"
-            case "<": out += "&lt;"
-            case ">": out += "&gt;"
-            case "\"": out += quote
-            case "'": out += apostrophe
-            default: out.append(character)
-            }
-        }
-        return out
-    }
 
     /// A percent-encoded string with its hex digits in lower case (`%2f`), as some servers echo it.
     static func lowercasedHex(_ encoded: String) -> String {

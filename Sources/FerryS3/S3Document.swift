@@ -133,16 +133,17 @@ extension S3Document {
         return Array(xml.utf8)
     }
 
-    /// XML character escaping for text content.
-    public static func escape(_ text: String) -> String {
+    /// XML character escaping for text content; `quote` and `apostrophe` for other encoders'
+    /// choices (Go's `encoding/xml` writes `&#34;` and `&#39;`).
+    public static func escape(_ text: String, quote: String = "&quot;", apostrophe: String = "&apos;") -> String {
         var out = ""
         for char in text {
             switch char {
             case "&": out += "&amp;"
             case "<": out += "&lt;"
             case ">": out += "&gt;"
-            case "\"": out += "&quot;"
-            case "'": out += "&apos;"
+            case "\"": out += quote
+            case "'": out += apostrophe
             default: out.append(char)
             }
         }
