@@ -42,6 +42,18 @@ struct WireFormatTests {
             "cancelled", "disposed",
         ])
         try expectNames(HealthReport.Status.self, ["ok", "degraded"])
+        try expectNames(SpoolServerWait.Reason.self, ["asked", "unreachable"])
+    }
+
+    @Test("A spool's server_wait: its fields on the wire; absent from an older daemon's status; a newer reason kept")
+    func serverWait() throws {
+        let wait = SpoolServerWait(reason: .unreachable, until: Self.at, message: "connection to h:1 failed: Connection refused", tries: 3)
+        #expect(try json(wait) == #"{"message":"connection to h:1 failed: Connection refused","reason":"unreachable","tries":3,"until":"2026-11-22T10:15:30.250Z"}"#)
+        #expect(try json(SpoolServerWait(reason: .asked, until: Self.at)) == #"{"reason":"asked","until":"2026-11-22T10:15:30.250Z"}"#)
+        let older = #"{"name":"a","directory":"/s","paused":false,"counts":{},"settling":0}"#
+        #expect(try ControlJSON.decoder.decode(SpoolStatus.self, from: Data(older.utf8)).serverWait == nil)
+        let newer = #"{"reason":"throttled","until":"2026-11-22T10:15:30.250Z"}"#
+        #expect(try ControlJSON.decoder.decode(SpoolServerWait.self, from: Data(newer.utf8)).reason == .unrecognized("throttled"))
     }
 
     @Test("A name this client does not know (a newer daemon's) is kept, not an error, and re-encoded unchanged")
