@@ -311,7 +311,8 @@ final class ControlService: Sendable {
     func metrics() async throws -> MetricsReport {
         try await metrics.report(
             store: store, spools: runtime.configuration.spools.map(\.name), startedAt: startedAt,
-            bytesSent: activity.totalBytesSent.load(ordering: .relaxed), inFlight: scheduler.gate.inUse, bandwidth: bandwidth.states())
+            bytesSent: activity.totalBytesSent.load(ordering: .relaxed), inFlight: scheduler.gate.inUse, bandwidth: bandwidth.states(),
+            unreachableTries: scheduler.pipeline.serverWaits.unreachableTries())
     }
 
     // MARK: - Limit

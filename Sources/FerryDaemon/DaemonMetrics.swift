@@ -79,7 +79,8 @@ final class DaemonMetrics: Sendable {
     /// Everything, read now: the text both `ferryctl metrics` and `GET /metrics` return.
     /// - Parameter spools: the configured spools (the database may name more: spools removed since).
     func report(
-        store: JobStore, spools configured: [String], startedAt: Date, bytesSent: Int64, inFlight: Int, bandwidth: [BandwidthState] = []
+        store: JobStore, spools configured: [String], startedAt: Date, bytesSent: Int64, inFlight: Int, bandwidth: [BandwidthState] = [],
+        unreachableTries: [String: Int] = [:]
     ) async throws -> MetricsReport {
         let now = Date()
         let counts = try await store.counts()
@@ -112,6 +113,9 @@ final class DaemonMetrics: Sendable {
         family("ferry_last_success_timestamp_seconds", "gauge",
                "Unix time of the last delivery (2xx) from the spool, from the queue database; 0 if none yet.",
                spools.map { spool in ([("spool", spool)], Self.number(times[spool]?.lastSuccess?.timeIntervalSince1970 ?? 0)) })
+        family("ferry_server_unreachable_tries", "gauge",
+               "Tries in a row that found the spool's server unreachable (refused, no route, DNS, connect timeout); its uploads wait for the next; 0 when the server was last reached.",
+               spools.map { spool in ([("spool", spool)], String(unreachableTries[spool] ?? 0)) })
         family("ferry_bandwidth_limit_bytes_per_second", "gauge",
                "The bandwidth limit in force, in bytes per second: spool=\"*\" for the one all spools share; 0 when there is none.",
                bandwidth.map { ([("spool", $0.scope)], String($0.bytesPerSecond ?? 0)) })

@@ -60,6 +60,12 @@ final class ServerWaits: Sendable {
         }
     }
 
+    /// The tries in a row that found each spool's server unreachable (spools whose server was last
+    /// reached are absent), for `ferry_server_unreachable_tries`.
+    func unreachableTries() -> [String: Int] {
+        spools.withLock { spools in spools.compactMapValues { $0.reachability.failures > 0 ? $0.reachability.failures : nil } }
+    }
+
     /// Ends every spool's unreachable wait and run of failures (a reload may have changed what
     /// reaching the server takes: `connect_timeout`, a CA, the URL); waits the servers asked for stay.
     func forgetUnreachable() {

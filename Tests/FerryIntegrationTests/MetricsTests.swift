@@ -69,6 +69,7 @@ struct MetricsTests {
             #expect(abs(lastSuccess - Date().timeIntervalSince1970) < 300, "\(lastSuccess)")
             #expect(values[#"ferry_last_success_timestamp_seconds{spool="strict"}"#] == 0)
             #expect(values[#"ferry_oldest_job_age_seconds{spool="test"}"#] == 0)
+            #expect(values[#"ferry_server_unreachable_tries{spool="test"}"#] == 0)
             #expect(values["ferry_uploads_in_flight"] == 0)
             #expect((values["ferry_uptime_seconds"] ?? 0) > 0)
 

@@ -77,6 +77,9 @@ struct ServerWaitTests {
                     && text.contains("server unreachable, next try")
             }
             #expect(harness.daemon?.log.contains("the server cannot be reached; no upload of this spool starts before the next try") == true)
+            let metrics = try await harness.ctl("metrics").stdout
+            let gauge = metrics.split(separator: "\n").first { $0.hasPrefix(#"ferry_server_unreachable_tries{spool="test"} "#) }
+            #expect((gauge?.split(separator: " ").last.flatMap { Int($0) } ?? 0) >= 3, "\(gauge ?? "no gauge")")
 
             // The server comes back: the next round finds it, and the whole backlog goes.
             let received = try await Receiver.start(port: port, directory: directory.url("received"))
@@ -85,6 +88,7 @@ struct ServerWaitTests {
                 #expect(done.count == 24)
                 #expect(received.requests.count == 24)
                 #expect(try await Self.serverWait(harness) == nil)
+                #expect(try await harness.ctl("metrics").stdout.contains(#"ferry_server_unreachable_tries{spool="test"} 0"#))
             } catch {
                 try? await received.stop()
                 throw error
