@@ -17,7 +17,7 @@ struct PrometheusTests {
     func checkRules() async throws {
         let (status, output) = try await Self.promtool(["check", "rules", Self.rulesPath])
         #expect(status == 0, "\(output)")
-        #expect(output.contains("SUCCESS: 9 rules found"), "\(output)")
+        #expect(output.contains("SUCCESS: 10 rules found"), "\(output)")
     }
 
     @Test("promtool test rules passes ferry.rules.test.yml: each alert fires, and stays quiet in its look-alike case")
@@ -133,12 +133,12 @@ struct PrometheusTests {
                     if let broken = rules.first(where: { $0["health"] as? String == "err" }) {
                         throw TestFailure("rule \(broken["name"] ?? "?") failed: \(broken["lastError"] ?? "?")")
                     }
-                    return rules.count == 9 && rules.allSatisfy { $0["health"] as? String == "ok" }
+                    return rules.count == 10 && rules.allSatisfy { $0["health"] as? String == "ok" }
                 }
                 #expect(Set(groups.compactMap { $0["name"] as? String }) == ["ferry.rules", "ferry.alerts"])
                 let rules = groups.flatMap { $0["rules"] as? [[String: Any]] ?? [] }
                 #expect(Set(rules.filter { $0["type"] as? String == "alerting" }.compactMap { $0["name"] as? String })
-                    == ["FerryDown", "FerryTargetMissing", "FerrySpoolStalled", "FerryOldestJobTooOld", "FerryFailedJobs"])
+                    == ["FerryDown", "FerryTargetMissing", "FerrySpoolStalled", "FerryOldestJobTooOld", "FerryServerUnreachable", "FerryFailedJobs"])
 
                 // The rejected file fires FerryFailedJobs for its spool, and nothing else fires.
                 var alerts: [[String: Any]] = []
@@ -168,7 +168,7 @@ struct PrometheusTests {
                 let exported = Self.exportedSeries(scrape.body)
                 #expect(exported["ferry_attempt_duration_seconds_bucket"]?["le"]?.contains("+Inf") == true, "\(exported.keys.sorted())")
                 let ruleQueries = rules.compactMap { $0["query"] as? String }
-                #expect(ruleQueries.count == 9)
+                #expect(ruleQueries.count == 10)
                 var used: Set<String> = []
                 var problems: [String] = []
                 for expression in ruleQueries + expressions {
