@@ -7,8 +7,11 @@ import Foundation
 /// queued file in turn, each on its own backoff: a backlog of 100,000 files on a vessel's dead link
 /// made thousands of failed connections a minute, each one an attempt recorded in the queue. With
 /// it, a connection that cannot be made holds the whole spool for a backoff of its own, as one job's
-/// would be: full jitter, a random time up to `min(max_delay, initial_delay × 2ⁿ)` with the spool's
-/// `[spool.retry]` delays, where *n* counts the waits in a row. When a wait ends, the jobs due start
+/// would be: full jitter, a random time up to `min(max_delay, 30 s, initial_delay × 2ⁿ)` with the
+/// spool's `[spool.retry]` delays, where *n* counts the waits in a row. The 30 s bound
+/// (``longestWait``) keeps the server found soon after it is back, as many jobs on their own
+/// backoffs would find it: a try costs a few failed connections, and files that were never tried
+/// go as soon as one succeeds. When a wait ends, the jobs due start
 /// (up to `max_concurrent_uploads`); the first of them that cannot connect starts the next, longer
 /// wait, and those already under way fail into it without lengthening it. An answer from the
 /// server, whatever its status, to an attempt started after the last failure ends the run and the
@@ -24,6 +27,9 @@ public struct UnreachableServer: Sendable, Equatable {
     /// When the last failure was seen.
     public private(set) var lastFailure: Date?
 
+    /// The longest wait, whatever `max_delay` says.
+    public static let longestWait: Duration = .seconds(30)
+
     public init() {}
 
     /// Takes in the report of one attempt that started at `startedAt`. Returns the end of a wait
@@ -37,7 +43,8 @@ public struct UnreachableServer: Sendable, Equatable {
             lastFailure = now
             // Attempts that were under way when the wait began fail into it: they say nothing new.
             if let until, until > now { return nil }
-            let end = now.addingTimeInterval(backoff.delay(forRetry: failures, using: &random).timeInterval)
+            let bounded = Backoff(initialDelay: backoff.initialDelay, maxDelay: min(backoff.maxDelay, Self.longestWait))
+            let end = now.addingTimeInterval(bounded.delay(forRetry: failures, using: &random).timeInterval)
             failures += 1
             until = end
             return end

@@ -100,6 +100,21 @@ struct UnreachableServerTests {
         }
     }
 
+    @Test("a wait is never longer than 30 s, whatever max_delay says")
+    func longestWait() {
+        var server = UnreachableServer()
+        var random = FixedRandom(value: FixedRandom.highest)
+        let backoff = Backoff(initialDelay: .seconds(1), maxDelay: .seconds(300))
+        var now = Self.start
+        var waits: [Double] = []
+        for _ in 0..<9 {
+            let until = server.note(Self.refused, startedAt: now, now: now, backoff: backoff, random: &random)
+            waits.append((until.map { $0.timeIntervalSince(now) } ?? -1).rounded())
+            now = until ?? now
+        }
+        #expect(waits == [1, 2, 4, 8, 16, 30, 30, 30, 30])
+    }
+
     @Test("with the lowest jitter a wait is over at once, and the run still counts")
     func lowestJitter() {
         var server = UnreachableServer()
