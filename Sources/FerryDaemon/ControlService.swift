@@ -175,7 +175,7 @@ final class ControlService: Sendable {
                 // As a real time: the offset clock of the tests is ferryd's own.
                 status.windowChange = change.map { Date().addingTimeInterval($0.timeIntervalSince(now)) }
             }
-            status.serverWait = waits[spool.name]?.status
+            status.serverWait = waits[spool.name]
             return status
         }
         for (name, byState) in counts.sorted(by: { $0.key < $1.key }) where configuration.spool(named: name) == nil {

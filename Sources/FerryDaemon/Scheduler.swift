@@ -1,4 +1,5 @@
 import FerryConfig
+import FerryControl
 import FerryDelivery
 import FerryQueue
 import FerrySystem
@@ -139,13 +140,14 @@ final class Scheduler: Sendable {
         return pipeline.serverWaits.wait(spool: spool, at: Date()).map(Self.serverWaitReason)
     }
 
-    static func serverWaitReason(_ wait: ServerWaits.Wait) -> String {
+    static func serverWaitReason(_ wait: SpoolServerWait) -> String {
         let until = ISO8601DateFormatter().string(from: wait.until)
         switch wait.reason {
-        case .asked:
+        case .unreachable:
+            let tries = wait.tries ?? 1
+            return "the server cannot be reached (\(wait.message ?? "")); \(tries) \(tries == 1 ? "try" : "tries") in a row failed, the next at \(until)"
+        case .asked, .unrecognized:
             return "the server asked to wait until \(until) (Retry-After)"
-        case .unreachable(let failures, let message):
-            return "the server cannot be reached (\(message)); \(failures) \(failures == 1 ? "try" : "tries") in a row failed, the next at \(until)"
         }
     }
 

@@ -8,29 +8,8 @@ import Synchronization
 /// (``UnreachableServer``). Without the first, each queued file would be sent whole into the same
 /// refusal, Mastodon's media limit (30 uploads in 30 minutes) costing a full upload per file per
 /// retry; without the second, every queued file would try a dead server in turn.
+/// A spool's wait is a ``SpoolServerWait``, as `ferryctl status` shows it.
 final class ServerWaits: Sendable {
-    /// Why a spool waits.
-    enum Reason: Sendable, Equatable {
-        /// The server asked to (Retry-After, a rate limit's reset).
-        case asked
-        /// Connections to the server failed this many times in a row; the last failure's message.
-        case unreachable(failures: Int, message: String)
-    }
-
-    /// One spool's wait: its end, and why.
-    struct Wait: Sendable, Equatable {
-        var until: Date
-        var reason: Reason
-
-        /// As `ferryctl status` shows it.
-        var status: SpoolServerWait {
-            switch reason {
-            case .asked: SpoolServerWait(reason: .asked, until: until)
-            case .unreachable(let failures, let message): SpoolServerWait(reason: .unreachable, until: until, message: message, tries: failures)
-            }
-        }
-    }
-
     private struct Spool {
         var asked: Date?
         var reachability = UnreachableServer()
@@ -83,22 +62,22 @@ final class ServerWaits: Sendable {
     }
 
     /// `spool`'s wait, if one runs at `now` (the later of the two, when both run).
-    func wait(spool: String, at now: Date) -> Wait? {
+    func wait(spool: String, at now: Date) -> SpoolServerWait? {
         spools.withLock { spools in spools[spool].flatMap { Self.wait(of: $0, at: now) } }
     }
 
     /// The waits running at `now`, by spool (spools with nothing left to remember are forgotten).
-    func current(at now: Date) -> [String: Wait] {
+    func current(at now: Date) -> [String: SpoolServerWait] {
         spools.withLock { spools in
             spools = spools.filter { $0.value.asked.map { $0 > now } ?? false || $0.value.reachability.failures > 0 }
             return spools.compactMapValues { Self.wait(of: $0, at: now) }
         }
     }
 
-    private static func wait(of spool: Spool, at now: Date) -> Wait? {
-        let asked = spool.asked.flatMap { $0 > now ? Wait(until: $0, reason: .asked) : nil }
+    private static func wait(of spool: Spool, at now: Date) -> SpoolServerWait? {
+        let asked = spool.asked.flatMap { $0 > now ? SpoolServerWait(reason: .asked, until: $0) : nil }
         let unreachable = spool.reachability.wait(at: now).map {
-            Wait(until: $0, reason: .unreachable(failures: spool.reachability.failures, message: spool.reachability.reason ?? ""))
+            SpoolServerWait(reason: .unreachable, until: $0, message: spool.reachability.reason ?? "", tries: spool.reachability.failures)
         }
         switch (asked, unreachable) {
         case (let asked?, let unreachable?): return asked.until >= unreachable.until ? asked : unreachable

@@ -11,9 +11,9 @@ import Foundation
 /// spool's `[spool.retry]` delays, where *n* counts the waits in a row. The 30 s bound
 /// (``longestWait``) keeps the server found soon after it is back, as many jobs on their own
 /// backoffs would find it: a try costs a few failed connections, and files that were never tried
-/// go as soon as one succeeds. When a wait ends, the jobs due start
-/// (up to `max_concurrent_uploads`); the first of them that cannot connect starts the next, longer
-/// wait, and those already under way fail into it without lengthening it. An answer from the
+/// go as soon as one succeeds. When a wait ends, the jobs due start (up to
+/// `max_concurrent_uploads`); the first of them that cannot connect starts the next, longer wait,
+/// and those already under way fail into it without lengthening it. An answer from the
 /// server, whatever its status, to an attempt started after the last failure ends the run and the
 /// wait; one to an attempt begun before it (a long upload on a connection made earlier) does not,
 /// as new connections may still fail.
