@@ -237,7 +237,10 @@ public struct ResumableUploadMachine: Sendable {
             if says != true && bytes < length { answeredEarly = true }
             return finish(.answered(answer(status, headers, body)))
         case 200..<300:
-            let offset = complete ? nil : ResumableFields.integer("Upload-Offset", in: headers) ?? base + length
+            // Without `Upload-Offset` a 2xx acknowledges the append, but only one that came after all
+            // of it was sent: an early one (a proxy's, a server answering before reading the body)
+            // proves nothing about the bytes still on their way.
+            let offset = complete ? nil : ResumableFields.integer("Upload-Offset", in: headers) ?? (bytes >= length ? base + length : nil)
             guard let offset, offset > base, offset <= base + length else {
                 // The bytes were not taken, or the upload not completed: ask rather than assume, a few times.
                 idleAnswers += 1

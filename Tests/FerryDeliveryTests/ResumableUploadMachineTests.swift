@@ -118,6 +118,23 @@ struct ResumableUploadMachineTests {
         #expect(script.machine.answeredEarly == early)
     }
 
+    @Test("an append answered 2xx without Upload-Offset is credited only if all of it was sent; else HEAD asks", arguments: [
+        (Int64(300), Int64?(300)), (400, 300), (299, nil), (0, nil),
+    ] as [(Int64, Int64?)])
+    func appendWithoutOffset(sent: Int64, credited: Int64?) {
+        var script = ResumableScript(chunkSize: 300)
+        script.createdOffered()
+        #expect(script.last == .append(url: url, offset: 0, length: 300, complete: false))
+        script.reply(ResumableScript.answer(204, ["Upload-Complete": "?0"], sent: sent))
+        if let credited {
+            #expect(script.records.map(\.offset) == [0, credited])
+            #expect(script.last == .append(url: url, offset: credited, length: 300, complete: false))
+        } else {
+            #expect(script.records.map(\.offset) == [0], "nothing credited")
+            #expect(script.last == .askOffset(url: url))
+        }
+    }
+
     @Test("a server whose OPTIONS answer does not offer resumption gets the whole file as an ordinary upload")
     func notOffered() {
         var script = ResumableScript()
