@@ -213,6 +213,8 @@ public struct ResumableUploadMachine: Sendable {
         }
         conflictAt = nil
         current = true
+        // Bytes an unconfirmed append sent were taken after all: not an idle answer.
+        if offset > asked.offset { idleAnswers = 0 }
         progress.count(offset: offset)
         notices.append(.resumed(offset: offset))
         limit = limit.updated(with: UploadLimit(headers: headers, interop: settings.interop))

@@ -135,6 +135,24 @@ struct ResumableUploadMachineTests {
         }
     }
 
+    @Test("appends answered early without Upload-Offset, each confirmed by HEAD: the upload goes on to completion")
+    func earlyAnswersConfirmedByHead() {
+        var script = ResumableScript(chunkSize: 300)
+        script.createdOffered()
+        var offset: Int64 = 0
+        while offset < 900 {
+            #expect(script.last == .append(url: url, offset: offset, length: 300, complete: false))
+            script.reply(ResumableScript.answer(204, ["Upload-Complete": "?0"], sent: 100))
+            #expect(script.last == .askOffset(url: url))
+            offset += 300
+            script.reply(ResumableScript.answer(204, ["Upload-Offset": String(offset), "Upload-Complete": "?0"]))
+        }
+        #expect(script.last == .append(url: url, offset: 900, length: 100, complete: true))
+        script.reply(ResumableScript.answer(200, ["Upload-Complete": "?1"], body: "ok", sent: 100))
+        #expect(script.report?.isSuccessAnswer == true)
+        #expect(script.records.map(\.offset) == [0, 300, 600, 900])
+    }
+
     @Test("a server whose OPTIONS answer does not offer resumption gets the whole file as an ordinary upload")
     func notOffered() {
         var script = ResumableScript()
