@@ -225,7 +225,8 @@ public enum AttemptDecider {
         switch input.intervention {
         case .requeue(let reason):
             return AttemptDecision(
-                record: .attempt(.interrupted(at: input.now, reason: reason)), followUps: [.clearLocalProblem], counted: counted,
+                record: .attempt(input.requested ? .interrupted(at: input.now, reason: reason) : .putBack(at: input.now, reason: reason)),
+                followUps: [.clearLocalProblem], counted: counted,
                 log: LogEntry(.notice, "upload paused; it goes on when its spool may upload again", ["reason": reason]))
         case .hold(let reason):
             return AttemptDecision(
@@ -236,8 +237,10 @@ public enum AttemptDecider {
                 record: .attempt(.cancelled(reason: reason)), followUps: [.clearLocalProblem, .dispose, .endServerUpload, .requeueIfLeft], counted: counted,
                 log: LogEntry(.notice, "upload stopped: the job is cancelled", ["reason": reason]))
         case nil:
+            let reason = "interrupted by shutdown"
             return AttemptDecision(
-                record: .attempt(.interrupted(at: input.now, reason: "interrupted by shutdown")), followUps: [.clearLocalProblem],
+                record: .attempt(input.requested ? .interrupted(at: input.now, reason: reason) : .putBack(at: input.now, reason: reason)),
+                followUps: [.clearLocalProblem],
                 counted: counted,
                 log: LogEntry(input.bytesSent > 0 ? .notice : .debug,
                               input.bytesSent > 0 ? "upload interrupted by shutdown; it stays queued" : "stopped before sending; the job stays queued"))

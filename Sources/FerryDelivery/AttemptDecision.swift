@@ -56,7 +56,7 @@ public struct AttemptDecision: Sendable, Equatable {
     /// When a retry or an interrupted job is due again, if it is.
     public var nextAttemptAt: Date? {
         switch record {
-        case .attempt(.retry(let at, _, _, _, _, _)), .attempt(.interrupted(let at, _, _)): at
+        case .attempt(.retry(let at, _, _, _, _, _)), .attempt(.interrupted(let at, _, _)), .attempt(.putBack(let at, _)): at
         case .supersede(_, let notBefore): notBefore
         default: nil
         }

@@ -21,6 +21,12 @@ extension JobStore {
         /// queue again at `at` without counting it. `localTrouble` (a full disk, a failed read): the
         /// same trouble again for the same attempt stretches its one row instead of adding another.
         case interrupted(at: Date, reason: String, localTrouble: Bool = false)
+        /// The job goes back to the queue, due at `at`, without having been sent: it waited for a
+        /// slot while its spool was paused, out of its window, or held by its server (which could
+        /// not be reached, or asked to wait), or the daemon stopped. No attempt row: nothing was
+        /// attempted (a server down for days would otherwise add one for every job claimed ahead,
+        /// every wait); the `requeued` event says why.
+        case putBack(at: Date, reason: String)
         /// An operator held the job while it was uploading; the attempt does not count.
         case held(reason: String)
         /// An operator cancelled the job while it was uploading; the attempt does not count and the
@@ -49,7 +55,7 @@ extension JobStore {
         case .succeeded: (.done, nil)
         case .retry(_, let error, _, _, _, _): (.retry, error)
         case .failed(let error, _, _, _, _): (.failed, error)
-        case .interrupted(_, let reason, _): (.requeued, reason)
+        case .interrupted(_, let reason, _), .putBack(_, let reason): (.requeued, reason)
         case .held(let reason): (.held, reason)
         case .cancelled(let reason): (.cancelled, reason)
         }
@@ -57,6 +63,11 @@ extension JobStore {
         try await write { db in
             if repeatable, try Self.extendRepeatedInterruption(db, like: record, now: now) {
                 try updated.updateOutcome(db)
+                return
+            }
+            if case .putBack = transition {
+                try updated.updateOutcome(db)
+                try JobEvent.record(db, updated, kind: event.0, at: now, message: event.1)
                 return
             }
             try record.insertRow(db)
@@ -107,6 +118,10 @@ extension JobStore {
             counts = false
             attempt.outcome = .interrupted
             attempt.error = reason
+            job.state = .queued
+            job.nextAttemptAt = at
+        case .putBack(let at, _):
+            counts = false
             job.state = .queued
             job.nextAttemptAt = at
         case .held(let reason):

@@ -23,6 +23,8 @@ struct DecisionRow: CustomTestStringConvertible, Sendable {
         case superseded(by: FileIdentity, seconds: Double)
         /// Back in the queue, due within `seconds` of now, not counted.
         case interrupted(seconds: ClosedRange<Double>, reason: String)
+        /// Back in the queue without having been sent (no attempt row), due within `seconds`.
+        case putBack(seconds: ClosedRange<Double>, reason: String)
         case held
         case cancelled
     }
@@ -181,8 +183,13 @@ let decisionTable: [DecisionRow] = [
     // Stopped: shutdown, hold, cancel.
     DecisionRow(name: "shutdown puts it back, due now", report: .stopped, fate: .interrupted(seconds: 0...0, reason: "interrupted by shutdown"),
                 followUps: [.clearLocalProblem], counted: .interrupted),
-    DecisionRow(name: "shutdown before any request is not counted", report: .stopped, requested: false,
-                fate: .interrupted(seconds: 0...0, reason: "interrupted by shutdown"), counted: .some(nil)),
+    DecisionRow(name: "shutdown before any request is not counted, and is no attempt", report: .stopped, requested: false,
+                fate: .putBack(seconds: 0...0, reason: "interrupted by shutdown"), counted: .some(nil)),
+    DecisionRow(name: "put back from its slot's queue (its server cannot be reached): no attempt", report: .stopped, requested: false,
+                intervention: .requeue(reason: "server unreachable"), fate: .putBack(seconds: 0...0, reason: "server unreachable"),
+                followUps: [.clearLocalProblem], counted: .some(nil)),
+    DecisionRow(name: "paused in flight: an interrupted attempt", report: .stopped, intervention: .requeue(reason: "spool paused"),
+                fate: .interrupted(seconds: 0...0, reason: "spool paused"), followUps: [.clearLocalProblem], counted: .interrupted),
     DecisionRow(name: "hold in flight", report: .stopped, intervention: .hold(reason: "held by alice"), fate: .held,
                 followUps: [.clearLocalProblem], counted: .interrupted),
     DecisionRow(name: "cancel in flight ends the server's upload", report: .stopped, intervention: .cancel(reason: "cancelled by alice"), fate: .cancelled,
@@ -229,6 +236,9 @@ struct AttemptDeciderTests {
         case (.interrupted(let range, let reason), .attempt(.interrupted(let at, let message, let localTrouble))):
             let isLocal: Bool = if case .localFailure = row.report { true } else { false }
             #expect(localTrouble == isLocal, "only local trouble is collapsed into one row per episode")
+            #expect(range.contains(seconds(at)), "due in \(seconds(at)) s")
+            #expect(message == reason)
+        case (.putBack(let range, let reason), .attempt(.putBack(let at, let message))):
             #expect(range.contains(seconds(at)), "due in \(seconds(at)) s")
             #expect(message == reason)
         case (.held, .attempt(.held(let reason))):

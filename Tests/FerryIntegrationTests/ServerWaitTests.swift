@@ -87,6 +87,15 @@ struct ServerWaitTests {
                 let done = try await waitForState(harness, .done, count: 24, timeout: .seconds(60))
                 #expect(done.count == 24)
                 #expect(received.requests.count == 24)
+                // Jobs claimed ahead and put back unsent at each wait left no attempt rows: only
+                // the refused connections and the deliveries are on record.
+                var outcomes: [String] = []
+                for job in done {
+                    let shown = try await harness.ctl("show", job.id.rawValue, "--json").json()
+                    outcomes += (shown["attempts"] as? [[String: Any]] ?? []).compactMap { $0["outcome"] as? String }
+                }
+                #expect(!outcomes.contains("interrupted"), "\(outcomes)")
+                #expect(outcomes.filter { $0 == "success" }.count == 24)
                 #expect(try await Self.serverWait(harness) == nil)
                 #expect(try await harness.ctl("metrics").stdout.contains(#"ferry_server_unreachable_tries{spool="test"} 0"#))
             } catch {

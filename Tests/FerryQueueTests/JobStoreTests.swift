@@ -228,6 +228,26 @@ struct JobStoreTests {
         #expect(try await queue.store.pendingDispositions(limit: 10).isEmpty)
     }
 
+    @Test("A job put back unsent goes back to the queue, due when asked, with a requeued event and no attempt row")
+    func putBackUnsent() async throws {
+        let queue = try TestQueue()
+        let now = Date()
+        _ = try await queue.store.enqueue([file("a", inode: 1)], now: now, makeBoundary: boundary)
+        let claimed = try #require(try await queue.store.claimDue(now: now, limit: 1).first)
+        let due = now.addingTimeInterval(7)
+        let back = try await queue.store.finish(claimed, startedAt: now, now: now, bytesSent: 0, transition: .putBack(at: due, reason: "server unreachable"))
+        #expect(back.state == .queued && back.attempts == 0 && back.nextAttemptAt == due)
+        let stored = try #require(try await queue.store.job(id: claimed.id))
+        #expect(stored.state == .queued && stored.nextAttemptAt == due)
+        #expect(try await queue.store.attempts(of: stored).isEmpty)
+        let events = try await queue.store.events(after: 0, limit: 10).filter { $0.jobID == claimed.id }
+        #expect(events.map(\.kind) == [.queued, .started, .requeued])
+        #expect(events.last?.message == "server unreachable" && events.last?.attempt == nil)
+        // Claimed again, it is the first attempt.
+        let again = try #require(try await queue.store.claimDue(now: due, limit: 1).first)
+        #expect(again.id == claimed.id && again.attempts == 0)
+    }
+
     @Test("Closing writes the WAL back into the database and empties it; a read-only store beside it writes nothing; a second close does nothing")
     func closeCheckpoints() async throws {
         let queue = try TestQueue()
