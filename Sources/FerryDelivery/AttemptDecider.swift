@@ -227,7 +227,9 @@ public enum AttemptDecider {
             return AttemptDecision(
                 record: .attempt(input.requested ? .interrupted(at: input.now, reason: reason) : .putBack(at: input.now, reason: reason)),
                 followUps: [.clearLocalProblem], counted: counted,
-                log: LogEntry(.notice, "upload paused; it goes on when its spool may upload again", ["reason": reason]))
+                log: input.requested
+                    ? LogEntry(.notice, "upload paused; it goes on when its spool may upload again", ["reason": reason])
+                    : LogEntry(.debug, "put back in the queue before sending", ["reason": reason]))
         case .hold(let reason):
             return AttemptDecision(
                 record: .attempt(.held(reason: reason)), followUps: [.clearLocalProblem], counted: counted,

@@ -14,7 +14,7 @@ public struct AttemptInput: Sendable {
     /// Request body bytes handed to connections during the attempt.
     public var bytesSent: Int64
     /// Whether the attempt reached the transport (made or tried a request): only then is it counted
-    /// in the metrics.
+    /// in the metrics, and only then does a stopped one leave an attempt row (else it is put back).
     public var requested: Bool
     /// Whether a resumable upload's confirmed offset moved forward during the attempt.
     public var progressed: Bool
