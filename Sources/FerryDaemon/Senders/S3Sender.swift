@@ -70,11 +70,17 @@ struct S3Sender: Sender {
         let key = endpointKey
         let multipart = length >= settings.multipartThreshold
         let known = job.upload.flatMap { $0.endpointKey == key && multipart ? $0 : nil }
-        if job.upload != nil, known == nil {
+        let abandoned = job.upload != nil && known == nil
+        if abandoned {
             // Made under other settings (or the file is now below multipart_threshold): abort it, so
             // its parts are not left behind, and start afresh.
             await endUpload(of: job, logger: logger)
             try await store.recordUpload(job, nil, now: Date())
+        }
+        // Ending before a request: the record of the job says the aborted upload is gone (else the
+        // claimed job's copy would write it back).
+        func unsent(_ report: AttemptReport) -> SendResult {
+            SendResult(report: report, requested: false, upload: nil, recordsUpload: abandoned)
         }
         let partSize = settings.partSize(forLength: length)
         let knownParts = known == nil ? [] : try await store.uploadParts(of: job)
@@ -87,17 +93,17 @@ struct S3Sender: Sender {
             object = address
         } else {
             if let problem = Self.keyNameProblem(job, key: settings.key) {
-                return SendResult(report: .refused(problem), requested: false)
+                return unsent(.refused(problem))
             }
             let objectKey: String
             do {
                 objectKey = try await self.objectKey(for: job, source: source, digest: digest)
             } catch {
-                return SendResult(report: Task.isCancelled ? .stopped : .localFailure("cannot read the file for {sha256}: \(error)"), requested: false)
+                return unsent(Task.isCancelled ? .stopped : .localFailure("cannot read the file for {sha256}: \(error)"))
             }
             guard let address = S3ObjectAddress(
                 endpoint: configuration.url.text, bucket: settings.bucket, key: objectKey, virtualHosted: settings.addressing == .virtual) else {
-                return SendResult(report: .refused("the endpoint is not a URL"), requested: false)
+                return unsent(.refused("the endpoint is not a URL"))
             }
             object = address
         }
