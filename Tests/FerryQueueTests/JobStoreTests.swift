@@ -238,7 +238,9 @@ struct JobStoreTests {
         let back = try await queue.store.finish(claimed, startedAt: now, now: now, bytesSent: 0, transition: .putBack(at: due, reason: "server unreachable"))
         #expect(back.state == .queued && back.attempts == 0 && back.nextAttemptAt == due)
         let stored = try #require(try await queue.store.job(id: claimed.id))
-        #expect(stored.state == .queued && stored.nextAttemptAt == due)
+        // Stored as seconds since 1970 in a REAL: equal to the microsecond, not to the bit.
+        let storedDue = try #require(stored.nextAttemptAt)
+        #expect(stored.state == .queued && abs(storedDue.timeIntervalSince(due)) < 0.000_01)
         #expect(try await queue.store.attempts(of: stored).isEmpty)
         let events = try await queue.store.events(after: 0, limit: 10).filter { $0.jobID == claimed.id }
         #expect(events.map(\.kind) == [.queued, .started, .requeued])
