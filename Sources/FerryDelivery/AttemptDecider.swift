@@ -225,8 +225,7 @@ public enum AttemptDecider {
         switch input.intervention {
         case .requeue(let reason):
             return AttemptDecision(
-                record: .attempt(input.requested ? .interrupted(at: input.now, reason: reason) : .putBack(at: input.now, reason: reason)),
-                followUps: [.clearLocalProblem], counted: counted,
+                record: .attempt(requeued(input, reason: reason)), followUps: [.clearLocalProblem], counted: counted,
                 log: input.requested
                     ? LogEntry(.notice, "upload paused; it goes on when its spool may upload again", ["reason": reason])
                     : LogEntry(.debug, "put back in the queue before sending", ["reason": reason]))
@@ -239,14 +238,18 @@ public enum AttemptDecider {
                 record: .attempt(.cancelled(reason: reason)), followUps: [.clearLocalProblem, .dispose, .endServerUpload, .requeueIfLeft], counted: counted,
                 log: LogEntry(.notice, "upload stopped: the job is cancelled", ["reason": reason]))
         case nil:
-            let reason = "interrupted by shutdown"
             return AttemptDecision(
-                record: .attempt(input.requested ? .interrupted(at: input.now, reason: reason) : .putBack(at: input.now, reason: reason)),
-                followUps: [.clearLocalProblem],
+                record: .attempt(requeued(input, reason: "interrupted by shutdown")), followUps: [.clearLocalProblem],
                 counted: counted,
                 log: LogEntry(input.bytesSent > 0 ? .notice : .debug,
                               input.bytesSent > 0 ? "upload interrupted by shutdown; it stays queued" : "stopped before sending; the job stays queued"))
         }
+    }
+
+    /// Back in the queue, due now: an interrupted attempt if it reached the transport, else put
+    /// back unsent (no attempt row).
+    private static func requeued(_ input: AttemptInput, reason: String) -> JobStore.Transition {
+        input.requested ? .interrupted(at: input.now, reason: reason) : .putBack(at: input.now, reason: reason)
     }
 
     // MARK: Words

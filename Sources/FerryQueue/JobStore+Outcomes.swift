@@ -60,19 +60,17 @@ extension JobStore {
         case .cancelled(let reason): (.cancelled, reason)
         }
         let repeatable: Bool = if case .interrupted(_, _, true) = transition { true } else { false }
+        // A job put back unsent has nothing to record as an attempt.
+        let attempted: Bool = if case .putBack = transition { false } else { true }
         try await write { db in
             if repeatable, try Self.extendRepeatedInterruption(db, like: record, now: now) {
                 try updated.updateOutcome(db)
                 return
             }
-            if case .putBack = transition {
-                try updated.updateOutcome(db)
-                try JobEvent.record(db, updated, kind: event.0, at: now, message: event.1)
-                return
-            }
-            try record.insertRow(db)
+            if attempted { try record.insertRow(db) }
             try updated.updateOutcome(db)
-            try JobEvent.record(db, updated, kind: event.0, at: now, attempt: record.number, status: record.httpStatus, message: event.1)
+            try JobEvent.record(
+                db, updated, kind: event.0, at: now, attempt: attempted ? record.number : nil, status: record.httpStatus, message: event.1)
             try HookRun.schedule(db, jobSequence: sequence, kinds: hooks, now: now)
         }
         return updated
