@@ -162,10 +162,19 @@ public struct ResumableUploadMachine: Sendable {
         }
         offered = true
         limit = limit.updated(with: UploadLimit(headers: headers, interop: settings.interop))
-        let offset = min(ResumableFields.integer("Upload-Offset", in: headers) ?? 0, settings.length)
+        let carried = whole ? settings.length : 0
+        let confirmed = ResumableFields.integer("Upload-Offset", in: headers)
+        if let confirmed, confirmed > carried {
+            // A new upload holds at most what its creation carried: believing more would skip bytes.
+            return finish(.noAnswer("""
+                the server created the upload and confirmed \(confirmed) bytes of it, but the creation \
+                carried \(carried): a resumable-upload server that counts wrong; the upload is created again
+                """))
+        }
+        let offset = confirmed ?? 0
         let created = ResumableUpload(url: location, offset: offset, expires: expiry(), endpointKey: settings.endpointKey)
         upload = created
-        current = ResumableFields.integer("Upload-Offset", in: headers) != nil || !whole
+        current = confirmed != nil || !whole
         notices.append(.created(offset: offset))
         progress.restart(at: offset)
         phase = .recording

@@ -180,6 +180,13 @@ public struct TusUploadMachine: Sendable {
                 """))
         }
         let confirmed = HTTPHeaders.value("Upload-Offset", in: headers).flatMap { Int64($0) }
+        if let confirmed, confirmed > withBody {
+            // A new upload holds at most what its creation carried: believing more would skip bytes.
+            return finish(.noAnswer("""
+                the server created the upload and confirmed \(confirmed) bytes of it, but the creation \
+                carried \(withBody): a tus server that counts wrong; the upload is created again
+                """))
+        }
         let created = ResumableUpload(
             url: url, offset: min(max(confirmed ?? 0, 0), settings.length), expires: Self.expiry(headers),
             endpointKey: settings.endpointKey)

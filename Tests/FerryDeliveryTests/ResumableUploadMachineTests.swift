@@ -153,6 +153,28 @@ struct ResumableUploadMachineTests {
         #expect(script.records.map(\.offset) == [0, 300, 600, 900])
     }
 
+    @Test("a creation's confirmed offset beyond the bytes it carried ends the attempt, nothing recorded")
+    func creationOffsetBeyondBody() {
+        // An empty creation (a large file, resumption offered) answered with these offsets.
+        for (offset, recorded) in [("0", Int64?.some(0)), ("1", nil), ("999", nil), ("1000", nil), ("-1", 0)] {
+            var script = ResumableScript()
+            script.step { $0.discovered(.offered(UploadLimit("min-size=0", interop: .v9)!)) }
+            script.reply(ResumableScript.answer(201, ["Location": "/uploads/1", "Upload-Complete": "?0", "Upload-Offset": offset]))
+            #expect(script.records.first?.offset == recorded, "\(offset)")
+            if recorded == nil {
+                guard case .noAnswer(let reason)? = script.report else { Issue.record("\(script.last)"); continue }
+                #expect(reason.contains("confirmed \(offset) bytes of it, but the creation carried 0"))
+            }
+        }
+        // A small file's creation carries it whole; the server kept part of it (Upload-Complete: ?0).
+        for (offset, recorded) in [("20", Int64?.some(20)), ("50", 50), ("51", nil)] {
+            var script = ResumableScript(length: 50)
+            #expect(script.last == .create(bodyLength: 50, complete: true))
+            script.reply(ResumableScript.answer(201, ["Location": "/uploads/1", "Upload-Complete": "?0", "Upload-Offset": offset], sent: 50))
+            #expect(script.records.first?.offset == recorded, "\(offset)")
+        }
+    }
+
     @Test("a server whose OPTIONS answer does not offer resumption gets the whole file as an ordinary upload")
     func notOffered() {
         var script = ResumableScript()

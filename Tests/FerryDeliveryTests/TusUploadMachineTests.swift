@@ -106,6 +106,34 @@ struct TusUploadMachineTests {
         #expect(!small.actions.contains { if case .append = $0 { true } else { false } }, "one request for the whole file")
     }
 
+    @Test("a creation's confirmed offset beyond the bytes it carried ends the attempt, nothing recorded")
+    func creationOffsetBeyondBody() {
+        // (length, creation-with-upload, Upload-Offset answered, the upload's offset on record or nil)
+        let table: [(Int64, Bool, String, Int64?)] = [
+            (10 << 20, true, "0", 0),
+            (10 << 20, true, "1", nil),
+            (10 << 20, true, "10485760", nil),
+            (1000, true, "1000", 1000),
+            (1000, true, "400", 400),
+            (1000, true, "1001", nil),
+            (1000, false, "0", 0),
+            (1000, false, "500", nil),
+            (1000, false, "-3", 0),
+        ]
+        for (length, withUpload, offset, recorded) in table {
+            var script = TusScript(length: length)
+            script.discover(withUpload ? "creation,creation-with-upload" : "creation")
+            guard case .create(let carried, _, _) = script.last else { Issue.record("\(script.last)"); continue }
+            script.reply(TusScript.answer(201, ["Location": "https://tus.example/files/o", "Upload-Offset": offset], sent: carried))
+            let records = script.actions.compactMap { if case .record(let upload) = $0 { upload.offset } else { nil } }
+            #expect(records.first == recorded, "\(length) \(withUpload) \(offset)")
+            if recorded == nil {
+                guard case .noAnswer(let reason)? = script.report else { Issue.record("\(script.last)"); continue }
+                #expect(reason.contains("confirmed \(offset) bytes"))
+            }
+        }
+    }
+
     @Test("the last request's answer is the result, headers and body: a creation that carried the file, or the last PATCH")
     func finalAnswerKept() {
         let body = Array(#"{"id":"y","url":"https://media.example/y"}"#.utf8)
