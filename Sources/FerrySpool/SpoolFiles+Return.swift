@@ -28,7 +28,8 @@ extension SpoolFiles {
     /// Brings a file that Ferry moved aside (to `movedPath`, an absolute path in the failed
     /// directory) back into the spool as `relativePath`, never replacing a file there, and removes
     /// its `.error.json` sidecar if it is this job's (it contains `token`). Returns the file's
-    /// status at its place in the spool.
+    /// status at its place in the spool. Throws ``ReturnError/missing(_:)`` when the file is gone
+    /// from `movedPath`; if one is at its place in the spool, the sidecar is removed first.
     /// A bundle (`bundle`) comes back as the directory it is, and a file's field sidecar
     /// (`<name>.fields.toml`, moved beside it) comes back before it.
     public func bringBack(from movedPath: [UInt8], to relativePath: [UInt8], token: String, bundle: Bool = false) throws(ReturnError) -> FileStatus {
@@ -44,7 +45,14 @@ extension SpoolFiles {
         } catch {
             throw .system(error)
         }
-        guard let status = source.status(of: sourceName), status.kind == (bundle ? .directory : .regular) else { throw .missing(displayName(movedPath)) }
+        guard let status = source.status(of: sourceName), status.kind == (bundle ? .directory : .regular) else {
+            // Back in the spool already (a bring-back cut by a stop after its rename, or by hand):
+            // the caller takes the file there, and this job's report in the failed directory goes.
+            if destination.status(of: name)?.kind == (bundle ? .directory : .regular) {
+                removeSidecar(of: sourceName, in: source, token: token)
+            }
+            throw .missing(displayName(movedPath))
+        }
         if let there = destination.status(of: name) {
             // A bring-back made as a hard link then an unlink and cut by a crash: the file is back
             // already (the same inode under both names); its name in the failed directory goes.
