@@ -72,8 +72,9 @@ final class InotifyListener: @unchecked Sendable {
         _ = cferry_inotify_rm_watch(descriptor, wd)
     }
 
-    /// Starts the reading thread; `onEvents` is called on it with each batch read.
-    func start(onEvents: @escaping @Sendable ([InotifyEvent]) -> Void) {
+    /// Starts the reading thread; `onEvents` is called on it with each batch read, and `onFailure`
+    /// once if the thread ends on an error (`poll` or `read` failing for good) rather than `stop()`.
+    func start(onEvents: @escaping @Sendable ([InotifyEvent]) -> Void, onFailure: @escaping @Sendable (SystemError) -> Void = { _ in }) {
         let fd = descriptor
         let wake = wakePipe.read
         let finished = self.finished
@@ -86,17 +87,17 @@ final class InotifyListener: @unchecked Sendable {
                 let ready = poll(&fds, 2, -1)
                 if ready < 0 {
                     if errno == EINTR { continue }
-                    return
+                    return onFailure(.current("poll", "the inotify descriptor"))
                 }
                 if fds[1].revents != 0 { return }
-                let failed = self.reading.withLock { buffer -> Bool in
+                let failure = self.reading.withLock { buffer -> SystemError? in
                     let count = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-                    if count < 0 { return !(errno == EINTR || errno == EAGAIN) }
+                    if count < 0 { return errno == EINTR || errno == EAGAIN ? nil : .current("read", "the inotify descriptor") }
                     let events = Self.parse(buffer[0..<count])
                     if !events.isEmpty { onEvents(events) }
-                    return false
+                    return nil
                 }
-                if failed { return }
+                if let failure { return onFailure(failure) }
             }
         }
         thread.name = "ferry-inotify"

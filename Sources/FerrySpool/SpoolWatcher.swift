@@ -21,6 +21,8 @@ public final class SpoolWatcher: Sendable {
     private let droppedEvents = Flag()
     /// Set by ``rescanSoon()``.
     private let retryRescan = Flag()
+    /// Set when the inotify reader ended on an error: the watcher falls back to rescans.
+    private let listenerFailed = Flag()
     /// The running loop's inotify listener, for ``sync()``.
     private let activeListener = Mutex<InotifyListener?>(nil)
     /// Callers of ``sync()`` waiting for the loop to reach their marker.
@@ -165,7 +167,12 @@ public final class SpoolWatcher: Sendable {
             state.fallbackRescan = true
         }
         state.listener = listener
-        listener?.start { events in self.post(events) }
+        listener?.start(onEvents: { events in self.post(events) }, onFailure: { error in
+            // Without its reader, files would be found only by the rescans every `rescan_interval`.
+            self.listenerFailed.set()
+            if case .dropped = self.continuation.yield(.events) { self.droppedEvents.set() }
+            self.logger.error("stopped reading filesystem events; falling back to rescans every 2s", metadata: ["error": "\(error)"])
+        })
         activeListener.withLock { $0 = listener }
         syncWaiters.withLock { $0.stopped = false }
         let timer = TickTimer(firstAt: state.nextRescan)
@@ -194,6 +201,10 @@ public final class SpoolWatcher: Sendable {
                 let waiting = syncWaiters.withLock { Array($0.waiting.keys) }
                 await state.fullScan(deliver: deliver)
                 answerSync(waiting, settling: state.pending.count)
+            }
+            if listenerFailed.takeIfSet() {
+                state.fallbackRescan = true
+                state.nextRescan = .now
             }
             // Any input (the tick it sent may have found the buffer full) brings a requested rescan forward.
             if retryRescan.takeIfSet() { state.nextRescan = min(state.nextRescan, .now + Self.retryRescanDelay) }

@@ -131,8 +131,8 @@ struct WatchState {
             case .directory where settings.bundles:
                 guard SpoolNameFilter.isCandidate(name), !excluded.contains(path),
                       !excludedNow.contains(status.version.inodeIdentity),
-                      let bundle = try? BundleListing.read(name, in: directory), usable(bundle, at: path) else { continue }
-                if let ready = consider(path, bundle.status, now: now) {
+                      let bundle = bundleListing(name, in: directory, at: path), usable(bundle, at: path) else { continue }
+                if let ready = consider(path, bundle.status, now: now, byAge: false) {
                     batch.append(SpoolFile(relativePath: path, status: ready.status, bundle: bundle))
                     if batch.count >= SpoolWatcher.batchSize {
                         await deliver(batch)
@@ -185,9 +185,10 @@ struct WatchState {
         }
     }
 
-    /// Whether a regular file is ready now; if not, it is remembered until it settles.
-    private mutating func consider(_ path: [UInt8], _ status: FileStatus, now: ContinuousClock.Instant) -> SpoolFile? {
-        if isSettledByAge(status) {
+    /// Whether a regular file is ready now; if not, it is remembered until it settles. `byAge`: an
+    /// mtime at least `settle` old is enough (not for a bundle found in place: see ``tick(deliver:)``).
+    private mutating func consider(_ path: [UInt8], _ status: FileStatus, now: ContinuousClock.Instant, byAge: Bool = true) -> SpoolFile? {
+        if settings.settle == .zero || (byAge && isSettledByAge(status)) {
             pending[path] = nil
             return SpoolFile(relativePath: path, status: status)
         }
@@ -346,9 +347,24 @@ struct WatchState {
     }
 
     /// What the bundle directory at `path` holds now, if it is one.
-    private func bundleListing(_ path: [UInt8]) -> BundleListing? {
+    private mutating func bundleListing(_ path: [UInt8]) -> BundleListing? {
         guard let root = try? DirectoryHandle.open(settings.directory) else { return nil }
-        return try? BundleListing.read(path, in: root)
+        return bundleListing(path, in: root, at: path)
+    }
+
+    /// The listing of the bundle `name` in `directory` (at `path` in the spool), or nil: gone, or
+    /// unreadable (said once, as an error: a producer's `mkdir` under umask 077 is never sent).
+    private mutating func bundleListing(_ name: [UInt8], in directory: DirectoryHandle, at path: [UInt8]) -> BundleListing? {
+        do {
+            return try BundleListing.read(name, in: directory)
+        } catch {
+            if error.code != ENOENT, error.code != ENOTDIR, !warned.contains(path) {
+                if warned.count < 10_000 { warned.insert(path) }
+                logger.error("not sending a bundle ferryd cannot read; have the producer make it readable by ferryd (umask 002, or chmod g+rx)",
+                             metadata: ["bundle": "\(displayName(path))", "error": "\(error)"])
+            }
+            return nil
+        }
     }
 
     private func status(of path: [UInt8]) -> FileStatus? {
@@ -369,14 +385,19 @@ struct WatchState {
         guard !pending.isEmpty else { return }
         var batch: [SpoolFile] = []
         for (path, known) in pending {
-            let bundle = known.status.kind == .directory ? bundleListing(path) : nil
-            guard let status = bundle?.status ?? status(of: path), status.kind == known.status.kind else {
+            let isBundle = known.status.kind == .directory
+            let bundle = isBundle ? bundleListing(path) : nil
+            // A bundle that cannot be listed now (gone, unreadable) is left to the rescans, never
+            // queued as the plain directory it is.
+            guard let status = isBundle ? bundle?.status : status(of: path), status.kind == known.status.kind else {
                 pending[path] = nil
                 continue
             }
             if !status.isSameVersion(as: known.status) {
                 pending[path] = PendingFile(status: status, observedAt: now)
-            } else if now - known.observedAt >= settings.settle || isSettledByAge(status) {
+            } else if now - known.observedAt >= settings.settle || (!isBundle && isSettledByAge(status)) {
+                // A bundle made in place settles only by being watched: its files' times may be old
+                // (`cp -p`, `tar x`) while the next one is still to come.
                 pending[path] = nil
                 if let bundle, !usable(bundle, at: path) { continue }
                 batch.append(SpoolFile(relativePath: path, status: status, bundle: bundle))

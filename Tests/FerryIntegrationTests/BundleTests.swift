@@ -84,6 +84,59 @@ struct BundleTests {
         }
     }
 
+    /// `cp -p`, `tar x`, `unzip` give each file its old mtime once it is written: a bundle made in
+    /// place can look unchanged for ages between two of its files. It settles only by being watched.
+    @Test("A bundle made in place whose files and directory carry old times is taken only after settle unchanged: a file added a second later is in the request")
+    func oldTimesInPlace() async throws {
+        let spool = TestSpool(options: ["bundles = true", "settle = \"3s\""])
+        try await withDaemonHarness(spools: [spool]) { harness in
+            try await harness.start()
+            let bundle = harness.spoolPath() + "/scan-7"
+            try FileManager.default.createDirectory(atPath: bundle, withIntermediateDirectories: false)
+            let old = Date(timeIntervalSince1970: 1_600_000_000)
+            try Data("page one".utf8).write(to: URL(fileURLWithPath: bundle + "/page-1.txt"))
+            try FileManager.default.setAttributes([.modificationDate: old], ofItemAtPath: bundle + "/page-1.txt")
+            try FileManager.default.setAttributes([.modificationDate: old], ofItemAtPath: bundle)
+            // The producer pauses (four of the watcher's looks), then writes the next file, as `tar x` would.
+            try await Task.sleep(for: .seconds(1))
+            try Data("page two".utf8).write(to: URL(fileURLWithPath: bundle + "/page-2.txt"))
+            try FileManager.default.setAttributes([.modificationDate: old], ofItemAtPath: bundle + "/page-2.txt")
+            try FileManager.default.setAttributes([.modificationDate: old], ofItemAtPath: bundle)
+            _ = try await waitForState(harness, .done)
+            try await waitUntil("the bundle to be deleted") { !fileExists(bundle) }
+            #expect(harness.receiver.requests.count == 1)
+            #expect(harness.receiver.requests.first?.files.compactMap(\.filename).sorted() == ["page-1.txt", "page-2.txt"])
+        }
+    }
+
+    /// A producer's `mkdir` under umask 077: ferryd (not root) cannot list the bundle.
+    @Test("A bundle directory ferryd cannot read is not sent, and the log says why; once readable it is",
+          .enabled(if: getuid() == 0, "runs ferryd as nobody through setpriv, which needs root"))
+    func unreadableBundle() async throws {
+        let spool = TestSpool(options: ["bundles = true", "settle = \"200ms\""])
+        try await withDaemonHarness(spools: [spool], topLevel: ["rescan_interval = \"1s\""]) { harness in
+            let child = try await startFerrydAsNobody(harness)
+            do {
+                // Made by root with mode 0700, then renamed in.
+                let staged = harness.directory.url("doc-0077")
+                try FileManager.default.createDirectory(atPath: staged, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
+                try Data("private page".utf8).write(to: URL(fileURLWithPath: staged + "/page.txt"))
+                let bundle = harness.spoolPath() + "/doc-0077"
+                #expect(rename(staged, bundle) == 0)
+                try await waitUntil("the refusal in the log\n\(child.log)") { child.log.contains("not sending a bundle ferryd cannot read") }
+                #expect(try await jobs(harness).isEmpty, "not queued")
+                #expect(child.log.components(separatedBy: "not sending a bundle ferryd cannot read").count == 2, "said once, not at every rescan")
+                for path in [bundle, bundle + "/page.txt"] { chown(path, 65534, 65534) }
+                try await waitForDisposed(harness, count: 1, log: child.log)
+                #expect(harness.receiver.acceptedRequests.first?.files.compactMap(\.filename) == ["page.txt"])
+            } catch {
+                await stopChild(child)
+                throw error
+            }
+            await stopChild(child)
+        }
+    }
+
     @Test("A bundle of three tricky names arrives as ONE request with three parts in byte order of names, byte-exact, with the spool's and the bundle's fields; then it is deleted",
           arguments: [PythonReceiver.Parser.werkzeug, .pythonMultipart])
     func oneRequest(parser: PythonReceiver.Parser) async throws {
