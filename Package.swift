@@ -134,6 +134,7 @@ let package = Package(
                 "FerryConfig",
                 "FerryQueue",
                 "FerryS3",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "RawStructuredFieldValues", package: "swift-http-structured-headers"),
@@ -285,7 +286,7 @@ let package = Package(
         ),
         .testTarget(
             name: "FerryDeliveryTests",
-            dependencies: ["FerryDelivery", "FerryQueue", "FerryConfig", "FerryS3", "FerrySystem"]
+            dependencies: ["FerryDelivery", "FerryQueue", "FerryConfig", "FerryS3", "FerrySystem", .product(name: "Crypto", package: "swift-crypto")]
         ),
         .testTarget(
             name: "FerryS3Tests",

@@ -10,7 +10,7 @@ extension ConfigurationLoader {
         init(reading reader: TableReader) {
             method = Self.readMethod(reader, default: "POST")
             fileField = reader.string("file_field") ?? "file"
-            _ = reader.context.checkHeaderText(fileField, what: "the field name", at: reader.path.appending("file_field"), allowEmpty: false)
+            _ = reader.context.checkFileFieldName(fileField, at: reader.path.appending("file_field"))
         }
 
         /// A field may not have the file part's name.

@@ -79,6 +79,19 @@ final class LoadContext {
     /// (RFC 9110 §5.5). The message never quotes the text, which may hold a secret. Returns whether
     /// the text is acceptable.
     @discardableResult
+    /// A file part's field name (`file_field`, `bundle_file_field`): header material, and not
+    /// ending in a backslash. The part's header is `name="…"; filename="…"`, and a reader of
+    /// quoted-pairs (python-multipart, Python's `email`) takes a last backslash, even doubled, for
+    /// an escape of the closing quote: the file would arrive as a text field.
+    func checkFileFieldName(_ name: String, at path: KeyPath) -> Bool {
+        guard checkHeaderText(name, what: "the field name", at: path, allowEmpty: false) else { return false }
+        if name.hasSuffix("\\") {
+            report(path, "the field name \"\(name)\" ends in a backslash, which python-multipart (FastAPI, Starlette) and Python's email read as escaping the closing quote: the file would arrive as a text field; drop the backslash")
+            return false
+        }
+        return true
+    }
+
     func checkHeaderText(_ text: String, what: String, at path: KeyPath, allowEmpty: Bool, inHeader: Bool = false) -> Bool {
         if !allowEmpty && text.isEmpty {
             report(path, "\(what) must not be empty")

@@ -55,7 +55,7 @@ extension SpoolConfiguration {
             let path = reader.path.appending("bundle_file_field")
             if !settings.bundles {
                 if bundlesReadable { context.report(path, "bundle_file_field has no effect without bundles = true") }
-            } else if context.checkHeaderText(field, what: "the field name", at: path, allowEmpty: false) {
+            } else if context.checkFileFieldName(field, at: path) {
                 settings.bundleFileField = field
                 for named in fields where named.name == field {
                     context.report(reader.path.appending("fields").appending(named.name), "field \"\(named.name)\" has the same name as bundle_file_field")

@@ -182,10 +182,28 @@ extension SpoolConfiguration {
             return nil
         }
         if let url { checkURL(url, at: reader.path.appending("url"), context: reader.context) }
+        if let url, let placeholder = placeholderInAuthority(text, url.placeholders) {
+            // `https://dav.example.com{relative_path}`: a file under `evil.io/` would send the
+            // spool's credentials to dav.example.comevil.io.
+            reader.context.report(reader.path.appending("url"), """
+                {\(placeholder.rawValue)} is in the URL's host part, so a file's name would choose the server (and get the \
+                spool's headers); put it after the host's /, as in https://host/uploads/{\(placeholder.rawValue)}
+                """)
+            return nil
+        }
         if let url, url.placeholders.contains(.sha256) {
             reader.context.report(reader.path.appending("url"), "{sha256} cannot be used in a URL (it would mean reading the whole file before sending it); use {filename}, {relative_path}, {size}, {mtime} or {id}")
         }
         return url
+    }
+
+    /// The first per-file placeholder of `text` that comes before the end of its authority (the
+    /// first `/`, `?` or `#` after `scheme://`), if any.
+    static func placeholderInAuthority(_ text: String, _ placeholders: Set<ValueTemplate.Placeholder>) -> ValueTemplate.Placeholder? {
+        let afterScheme = text.range(of: "://").map { text[$0.upperBound...] } ?? text[...]
+        let authorityEnd = afterScheme.firstIndex { "/?#".contains($0) } ?? afterScheme.endIndex
+        let authority = afterScheme[..<authorityEnd]
+        return placeholders.sorted { $0.rawValue < $1.rawValue }.first { authority.contains("{\($0.rawValue)}") }
     }
 
     private static func checkURL(_ template: ValueTemplate, at path: KeyPath, context: LoadContext) {

@@ -1,3 +1,4 @@
+import Crypto
 import FerryConfig
 import FerryQueue
 import Foundation
@@ -37,11 +38,13 @@ public struct SentDigests: Sendable, Equatable {
     /// field that does not parse); else the mismatch, in words. A server's `Content-Digest`
     /// describes its *response* body (RFC 9530 §2), so only a `Repr-Digest` is compared, except
     /// that an answer echoing `Content-Digest` with the very algorithm and no body of its own
-    /// (RFC 9530's `Want-Content-Digest` echo servers) is compared too.
+    /// (RFC 9530's `Want-Content-Digest` echo servers) is compared too. A `Repr-Digest` that is the
+    /// digest of the answer's own body describes that body (a server digesting every response), not
+    /// what Ferry sent.
     public func mismatch(in headers: [ResponseHeader], answerBody: [UInt8]) -> String? {
         // A multipart form's Repr-Digest is the file's; a server that digests the whole form is right too.
         if let value = headers.value("repr-digest"), let theirs = Self.member(algorithm, in: value), theirs != representation,
-           theirs != content {
+           theirs != content, answerBody.isEmpty || theirs != Self.digest(algorithm, answerBody) {
             return "the server's Repr-Digest (\(Self.field(algorithm, theirs))) does not match the file Ferry sent (\(reprDigestField)): the bytes were changed on the way"
         }
         if answerBody.isEmpty, let value = headers.value("content-digest"), let theirs = Self.member(algorithm, in: value),
@@ -49,6 +52,13 @@ public struct SentDigests: Sendable, Equatable {
             return "the server's Content-Digest (\(Self.field(algorithm, theirs))) does not match the body Ferry sent (\(contentDigestField)): the bytes were changed on the way"
         }
         return nil
+    }
+
+    static func digest(_ algorithm: DigestAlgorithm, _ bytes: [UInt8]) -> [UInt8] {
+        switch algorithm {
+        case .sha256: Array(SHA256.hash(data: bytes))
+        case .sha512: Array(SHA512.hash(data: bytes))
+        }
     }
 
     /// The digest of no bytes: a server's `Content-Digest` of its own empty answer (RFC 9530 §2),

@@ -491,6 +491,24 @@ struct TemplateTests {
         #expect((try? loader().parse(minimalSpool.replacingOccurrences(of: "/upload", with: "/upload/{x}"), path: "/x.toml")) != nil)
     }
 
+    @Test("a per-file placeholder in a put or resumable URL's host part is refused (the file's name would choose the server); after the host's / it is fine",
+          arguments: ["put", "resumable"])
+    func urlPlaceholderInHost(uploadProtocol: String) {
+        let refused = [
+            "https://dav.example.com{relative_path}", "https://dav.example.com{filename}/x", "https://{filename}.example.com/",
+            "https://dav.example.com:{size}/in", "http://user:pw@dav.example.com{relative_path}?a=b",
+        ]
+        for url in refused {
+            let found = issues("[[spool]]\nname = \"dav\"\ndirectory = \"/srv/spool\"\nurl = \"\(url)\"\nprotocol = \"\(uploadProtocol)\"")
+            #expect(found.count == 1 && found.first?.line == 4, "\(url): \(found)")
+            #expect(found.first?.message.contains("is in the URL's host part, so a file's name would choose the server") == true, "\(url): \(found)")
+        }
+        for url in ["https://dav.example.com/{relative_path}", "https://dav.example.com/in?name={filename}", "https://dav.example.com#{id}"] {
+            let text = "[[spool]]\nname = \"dav\"\ndirectory = \"/srv/spool\"\nurl = \"\(url)\"\nprotocol = \"\(uploadProtocol)\""
+            #expect((try? loader().parse(text, path: "/x.toml")) != nil, "\(url)")
+        }
+    }
+
     @Test("ca_file must hold a PEM certificate: a directory, an empty file or a key alone is refused at load, naming the key")
     func caFileChecked() throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("ferry-ca-\(UUID().uuidString)").path

@@ -1,3 +1,4 @@
+import Crypto
 import FerryConfig
 import FerryDelivery
 import FerryQueue
@@ -106,6 +107,10 @@ struct AfterOutcomeTests {
         DigestCase(name: "Content-Digest", value: field(file), answerBody: Array("{}".utf8)),  // the answer's own body
         // The digest of the answer's own empty content (RFC 9530 allows it), not an echo of the upload's.
         DigestCase(name: "Content-Digest", value: "sha-256=:47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=:"),
+        // A server that digests every response: the Repr-Digest of its own JSON answer.
+        DigestCase(name: "Repr-Digest", value: "sha-256=:\(Data(SHA256.hash(data: Data(#"{"id":7}"#.utf8))).base64EncodedString()):",
+                   answerBody: Array(#"{"id":7}"#.utf8)),
+        DigestCase(name: "Repr-Digest", value: "sha-256=:\(other32):", answerBody: Array(#"{"id":7}"#.utf8), mismatch: "Repr-Digest"),
         DigestCase(name: "X-Other", value: "1"),
     ]
 
