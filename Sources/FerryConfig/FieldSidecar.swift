@@ -72,7 +72,8 @@ public enum FieldSidecar {
             }
             for (index, text) in try values(of: table[key], failure: failure) {
                 let what = index.map { "element \($0) of the value" } ?? "the value"
-                if let problem = headerTextProblem(text) { throw failure("\(what) contains \(problem)") }
+                // A value is a part's body, where line breaks are the text's own (alt text, captions);
+                // a NUL was refused with the whole text above.
                 switch templates.parse(text, allowPlaceholders: true, allowSecrets: false) {
                 case .success(let template): fields.append(NamedValue(name: key, value: template))
                 case .failure(let problem): throw failure(index == nil ? problem.message : "\(what): \(problem.message)")
@@ -171,11 +172,11 @@ public enum FieldSidecar {
         return texts
     }
 
-    /// Which of CR, LF and NUL `text` holds first, named; `nil` if none (the same rule as
-    /// `[spool.fields]`: they would split or cut a header).
+    /// Which of CR, LF and NUL the field name `text` holds first, named; `nil` if none (a name is
+    /// in the part's header, which they would split or cut; values may hold line breaks).
     private static func headerTextProblem(_ text: String) -> String? {
         guard let bad = text.utf8.first(where: { $0 == 0x0D || $0 == 0x0A || $0 == 0 }) else { return nil }
         let name = bad == 0x0D ? "a carriage return (CR)" : bad == 0x0A ? "a line feed (LF)" : "a NUL byte"
-        return "\(name); field names and values may not contain CR, LF or NUL"
+        return "\(name); field names may not contain CR, LF or NUL"
     }
 }

@@ -21,8 +21,9 @@ struct Enqueue: DaemonCommand {
             --field key=value (repeatable; split at the first "=") gives the file fields of its \
             own, sent with the spool's [spool.fields] and winning over them; a key given twice is \
             a repeated field, in the order given. Values may use the placeholders of \
-            [spool.fields] ({filename}, {size}, {sha256}, ...; {{ and }} for braces), and may not \
-            hold CR, LF or NUL nor a secret reference (${...}). The fields are written to \
+            [spool.fields] ({filename}, {size}, {sha256}, ...; {{ and }} for braces) and line \
+            breaks, but not NUL nor a secret reference (${...}); a key may not hold CR, LF or NUL. \
+            The fields are written to \
             <name>.fields.toml in the spool (atomically, before the file is renamed in); a sidecar \
             of that name left there without its file is replaced. Without --field, a sidecar the \
             producer wrote beforehand applies. Multipart spools only.
