@@ -74,11 +74,6 @@ final class LoadContext {
         try? parseTemplate(text, at: path, allowPlaceholders: allowPlaceholders).get()
     }
 
-    /// Rejects CR, LF and NUL, which would split or truncate a header, and for an HTTP header's
-    /// value (`inHeader`) every other control character but tab, which HTTP does not allow there
-    /// (RFC 9110 §5.5). The message never quotes the text, which may hold a secret. Returns whether
-    /// the text is acceptable.
-    @discardableResult
     /// A file part's field name (`file_field`, `bundle_file_field`): header material, and not
     /// ending in a backslash. The part's header is `name="…"; filename="…"`, and a reader of
     /// quoted-pairs (python-multipart, Python's `email`) takes a last backslash, even doubled, for
@@ -92,6 +87,11 @@ final class LoadContext {
         return true
     }
 
+    /// Rejects CR, LF and NUL, which would split or truncate a header, and for an HTTP header's
+    /// value (`inHeader`) every other control character but tab, which HTTP does not allow there
+    /// (RFC 9110 §5.5). The message never quotes the text, which may hold a secret. Returns whether
+    /// the text is acceptable.
+    @discardableResult
     func checkHeaderText(_ text: String, what: String, at path: KeyPath, allowEmpty: Bool, inHeader: Bool = false) -> Bool {
         if !allowEmpty && text.isEmpty {
             report(path, "\(what) must not be empty")

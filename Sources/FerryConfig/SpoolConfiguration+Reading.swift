@@ -182,7 +182,7 @@ extension SpoolConfiguration {
             return nil
         }
         if let url { checkURL(url, at: reader.path.appending("url"), context: reader.context) }
-        if let url, let placeholder = placeholderInAuthority(text, url.placeholders) {
+        if let url, let placeholder = placeholderInAuthority(url) {
             // `https://dav.example.com{relative_path}`: a file under `evil.io/` would send the
             // spool's credentials to dav.example.comevil.io.
             reader.context.report(reader.path.appending("url"), """
@@ -197,13 +197,14 @@ extension SpoolConfiguration {
         return url
     }
 
-    /// The first per-file placeholder of `text` that comes before the end of its authority (the
-    /// first `/`, `?` or `#` after `scheme://`), if any.
-    static func placeholderInAuthority(_ text: String, _ placeholders: Set<ValueTemplate.Placeholder>) -> ValueTemplate.Placeholder? {
-        let afterScheme = text.range(of: "://").map { text[$0.upperBound...] } ?? text[...]
-        let authorityEnd = afterScheme.firstIndex { "/?#".contains($0) } ?? afterScheme.endIndex
-        let authority = afterScheme[..<authorityEnd]
-        return placeholders.sorted { $0.rawValue < $1.rawValue }.first { authority.contains("{\($0.rawValue)}") }
+    /// The first per-file placeholder of `url` (secrets resolved) that comes before the end of its
+    /// authority (the first `/`, `?` or `#` after `scheme://`), if any.
+    static func placeholderInAuthority(_ url: ValueTemplate) -> ValueTemplate.Placeholder? {
+        let marked = url.render { "\u{1}\($0.rawValue)\u{2}" }
+        guard let scheme = marked.range(of: "://") else { return nil }  // not a URL: said by checkURL
+        let authority = marked[scheme.upperBound...].prefix { !"/?#".contains($0) }
+        guard let start = authority.firstIndex(of: "\u{1}") else { return nil }
+        return ValueTemplate.Placeholder(rawValue: String(authority[authority.index(after: start)...].prefix { $0 != "\u{2}" }))
     }
 
     private static func checkURL(_ template: ValueTemplate, at path: KeyPath, context: LoadContext) {

@@ -82,10 +82,11 @@ extension ControlService {
     private func completeRetry(_ reopened: Job, previous: JobState, in spool: SpoolRuntime, reason: String) async throws -> JobState {
         let job = reopened
         let identity: FileIdentity
+        var foundBack = false
         do {
             switch (reopened.disposition, reopened.finalPath) {
             case (.moved?, let movedPath?):
-                identity = try Self.bringBack(job, from: movedPath, in: spool)
+                (identity, foundBack) = try Self.bringBack(job, from: movedPath, in: spool)
             case (nil, _), (.left?, _):
                 // The file never left the spool.
                 guard let version = Self.version(of: job, in: spool) else {
@@ -118,6 +119,10 @@ extension ControlService {
             ])
             return .queued
         }
+        if foundBack, let movedPath = job.finalPath {
+            // Brought back before a stop cut the retry: its report in the failed directory goes now.
+            spool.files.removeFailureReport(of: movedPath, token: job.id.rawValue)
+        }
         do {
             return try await store.requeueReopened(reopened, identity: identity, now: Date(), reason: reason).state
         } catch JobStore.ReopenError.notFailed(let state) {
@@ -127,16 +132,16 @@ extension ControlService {
 
     /// Brings `job`'s file back from `movedPath` into the spool, and returns its version there. A
     /// file gone from the failed directory and in the spool was brought back before a stop cut the
-    /// retry, or by hand: it is taken as it is (the caller checks which version it is).
-    private static func bringBack(_ job: Job, from movedPath: [UInt8], in spool: SpoolRuntime) throws -> FileIdentity {
+    /// retry, or by hand: it is taken as it is (`foundBack`; the caller checks which version it is).
+    private static func bringBack(_ job: Job, from movedPath: [UInt8], in spool: SpoolRuntime) throws -> (version: FileIdentity, foundBack: Bool) {
         let result = Result { () throws(SpoolFiles.ReturnError) -> FileStatus in
             try spool.files.bringBack(from: movedPath, to: job.relativePath, token: job.id.rawValue, bundle: job.kind == .bundle)
         }
         switch result {
         case .success(let status):
-            return status.version
+            return (status.version, false)
         case .failure(let error):
-            if case .missing = error, let version = version(of: job, in: spool) { return version }
+            if case .missing = error, let version = version(of: job, in: spool) { return (version, true) }
             throw error
         }
     }

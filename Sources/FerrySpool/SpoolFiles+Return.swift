@@ -28,8 +28,7 @@ extension SpoolFiles {
     /// Brings a file that Ferry moved aside (to `movedPath`, an absolute path in the failed
     /// directory) back into the spool as `relativePath`, never replacing a file there, and removes
     /// its `.error.json` sidecar if it is this job's (it contains `token`). Returns the file's
-    /// status at its place in the spool. Throws ``ReturnError/missing(_:)`` when the file is gone
-    /// from `movedPath`; if one is at its place in the spool, the sidecar is removed first.
+    /// status at its place in the spool.
     /// A bundle (`bundle`) comes back as the directory it is, and a file's field sidecar
     /// (`<name>.fields.toml`, moved beside it) comes back before it.
     public func bringBack(from movedPath: [UInt8], to relativePath: [UInt8], token: String, bundle: Bool = false) throws(ReturnError) -> FileStatus {
@@ -45,14 +44,7 @@ extension SpoolFiles {
         } catch {
             throw .system(error)
         }
-        guard let status = source.status(of: sourceName), status.kind == (bundle ? .directory : .regular) else {
-            // Back in the spool already (a bring-back cut by a stop after its rename, or by hand):
-            // the caller takes the file there, and this job's report in the failed directory goes.
-            if destination.status(of: name)?.kind == (bundle ? .directory : .regular) {
-                removeSidecar(of: sourceName, in: source, token: token)
-            }
-            throw .missing(displayName(movedPath))
-        }
+        guard let status = source.status(of: sourceName), status.kind == (bundle ? .directory : .regular) else { throw .missing(displayName(movedPath)) }
         if let there = destination.status(of: name) {
             // A bring-back made as a hard link then an unlink and cut by a crash: the file is back
             // already (the same inode under both names); its name in the failed directory goes.
@@ -86,6 +78,15 @@ extension SpoolFiles {
     }
 
     /// Removes `name`'s `.error.json` sidecar in `directory` if it is this job's (it contains `token`).
+    /// Removes the `.error.json` beside `movedPath` (an absolute path in the failed directory) if
+    /// it is this job's (it contains `token`): for a file found back in the spool already, once the
+    /// caller knows it is the version that failed (a bring-back cut by a stop after its rename).
+    public func removeFailureReport(of movedPath: [UInt8], token: String) {
+        let name = movedPath.split(separator: UInt8(ascii: "/")).last.map(Array.init) ?? []
+        guard !name.isEmpty, let directory = try? DirectoryHandle.open(rawPath: Array(movedPath.dropLast(name.count + 1))) else { return }
+        removeSidecar(of: name, in: directory, token: token)
+    }
+
     private func removeSidecar(of name: [UInt8], in directory: DirectoryHandle, token: String) {
         let sidecar = Self.sidecarName(for: name)
         if let text = directory.readPrefix(sidecar, limit: Self.sidecarReadLimit), Self.contains(text, Array(token.utf8)) {

@@ -21,8 +21,12 @@ struct WatchState {
     /// Files seen being written in place, waiting to settle.
     var pending: [[UInt8]: PendingFile] = [:]
     var nextRescan: ContinuousClock.Instant
-    /// Paths already warned about (symlinks, special files), so a rescan does not repeat the warning.
+    /// Paths already warned about (symlinks, special files, bundles ferryd cannot write), so a
+    /// rescan does not repeat the warning.
     var warned: Set<[UInt8]> = []
+    /// Bundles already said to be unreadable: apart from `warned`, so that one made readable but
+    /// still not writable gets that warning too.
+    var warnedUnreadable: Set<[UInt8]> = []
     let excluded: Set<[UInt8]>
 
     struct PendingFile {
@@ -132,7 +136,8 @@ struct WatchState {
                 guard SpoolNameFilter.isCandidate(name), !excluded.contains(path),
                       !excludedNow.contains(status.version.inodeIdentity),
                       let bundle = bundleListing(name, in: directory, at: path), usable(bundle, at: path) else { continue }
-                if let ready = consider(path, bundle.status, now: now, byAge: false) {
+                // One seen being made (pending since its IN_CREATE) settles only by being watched.
+                if let ready = consider(path, bundle.status, now: now, byAge: pending[path] == nil) {
                     batch.append(SpoolFile(relativePath: path, status: ready.status, bundle: bundle))
                     if batch.count >= SpoolWatcher.batchSize {
                         await deliver(batch)
@@ -186,7 +191,7 @@ struct WatchState {
     }
 
     /// Whether a regular file is ready now; if not, it is remembered until it settles. `byAge`: an
-    /// mtime at least `settle` old is enough (not for a bundle found in place: see ``tick(deliver:)``).
+    /// mtime at least `settle` old is enough (not for a bundle seen being made: see ``tick(deliver:)``).
     private mutating func consider(_ path: [UInt8], _ status: FileStatus, now: ContinuousClock.Instant, byAge: Bool = true) -> SpoolFile? {
         if settings.settle == .zero || (byAge && isSettledByAge(status)) {
             pending[path] = nil
@@ -358,9 +363,9 @@ struct WatchState {
         do {
             return try BundleListing.read(name, in: directory)
         } catch {
-            if error.code != ENOENT, error.code != ENOTDIR, !warned.contains(path) {
-                if warned.count < 10_000 { warned.insert(path) }
-                logger.error("not sending a bundle ferryd cannot read; have the producer make it readable by ferryd (umask 002, or chmod g+rx)",
+            if error.code != ENOENT, error.code != ENOTDIR, !warnedUnreadable.contains(path) {
+                if warnedUnreadable.count < 10_000 { warnedUnreadable.insert(path) }
+                logger.error("not sending a bundle ferryd cannot read; have the producer make it readable and writable by ferryd (umask 002, or chmod g+rwx)",
                              metadata: ["bundle": "\(displayName(path))", "error": "\(error)"])
             }
             return nil

@@ -498,14 +498,18 @@ struct TemplateTests {
             "https://dav.example.com{relative_path}", "https://dav.example.com{filename}/x", "https://{filename}.example.com/",
             "https://dav.example.com:{size}/in", "http://user:pw@dav.example.com{relative_path}?a=b",
         ]
-        for url in refused {
-            let found = issues("[[spool]]\nname = \"dav\"\ndirectory = \"/srv/spool\"\nurl = \"\(url)\"\nprotocol = \"\(uploadProtocol)\"")
+        // Secrets are resolved before the host is looked at: a `${file:/…}` path's slash is not the host's end.
+        let secrets = loader(environment: ["DAV_HOST": "https://dav.example.com", "DAV_URL": "https://dav.example.com/files/"],
+                             files: ["/run/secrets/davhost": "dav.example.com"])
+        for url in refused + ["${env:DAV_HOST}{relative_path}", "https://${file:/run/secrets/davhost}{relative_path}"] {
+            let found = issues("[[spool]]\nname = \"dav\"\ndirectory = \"/srv/spool\"\nurl = \"\(url)\"\nprotocol = \"\(uploadProtocol)\"", loader: secrets)
             #expect(found.count == 1 && found.first?.line == 4, "\(url): \(found)")
             #expect(found.first?.message.contains("is in the URL's host part, so a file's name would choose the server") == true, "\(url): \(found)")
         }
-        for url in ["https://dav.example.com/{relative_path}", "https://dav.example.com/in?name={filename}", "https://dav.example.com#{id}"] {
+        for url in ["https://dav.example.com/{relative_path}", "https://dav.example.com/in?name={filename}", "https://dav.example.com#{id}",
+                    "${env:DAV_URL}{relative_path}", "https://${file:/run/secrets/davhost}/in/{relative_path}"] {
             let text = "[[spool]]\nname = \"dav\"\ndirectory = \"/srv/spool\"\nurl = \"\(url)\"\nprotocol = \"\(uploadProtocol)\""
-            #expect((try? loader().parse(text, path: "/x.toml")) != nil, "\(url)")
+            #expect((try? secrets.parse(text, path: "/x.toml")) != nil, "\(url)")
         }
     }
 

@@ -129,6 +129,29 @@ struct FailedDirectoryTests {
         }
     }
 
+    @Test("A retry cut by kill -9 after its file was renamed back (its .error.json still in .failed) is finished at the next start, the report removed; a different file there keeps it")
+    func retryCutAfterRename() async throws {
+        try await withDaemonHarness(plan: { info in info.index == 0 ? .respond(status: 400, body: "rejected") : .store() }) { harness in
+            let (failed, aside) = try await retryCutAt("retry-reopened", harness)
+            // As the bring-back's rename leaves it, cut before the report's removal.
+            #expect(rename(aside, harness.spoolPath() + "/scan.pdf") == 0)
+            #expect(fileExists(aside + ".error.json"))
+            try await harness.start()
+            try await waitUntil("the job to be done") { try await jobs(harness).first?.state == .done }
+            #expect(harness.receiver.acceptedRequests.first?.idempotencyKey == failed.id.rawValue)
+            #expect(!fileExists(aside + ".error.json"), "the job's report went with the finished retry")
+        }
+        try await withDaemonHarness(plan: { _ in .respond(status: 400, body: "rejected") }) { harness in
+            let (_, aside) = try await retryCutAt("retry-reopened", harness)
+            // Another file took the name meanwhile: not the version that failed.
+            unlink(aside)
+            try harness.drop("scan.pdf", Array("another scan".utf8))
+            try await harness.start()
+            try await harness.daemon?.waitForLog("not the version that failed")
+            #expect(fileExists(aside + ".error.json"), "the failed job's report stays")
+        }
+    }
+
     @Test("A retry cut by kill -9 whose file is gone from both places returns the job to failed at the next start")
     func retryCutByACrashFileGone() async throws {
         try await withDaemonHarness(plan: { _ in .respond(status: 400, body: "rejected") }) { harness in

@@ -116,27 +116,17 @@ struct SpoolFilesMoveTests {
         }
     }
 
-    @Test("bringBack cut after its rename (the file in the spool, only its report in the failed directory): missing, and this job's report gone")
-    func bringBackRenameLeftover() throws {
+    @Test("removeFailureReport removes the job's own .error.json beside a moved file, never another job's")
+    func failureReportRemoved() throws {
         let directories = try Directories()
         defer { directories.remove() }
         let files = SpoolFiles(directory: directories.spool)
-        directories.write(directories.spool + "/f.jpg", "f")
         directories.write(directories.destination + "/f.jpg.error.json", #"{"job":"01JOBF"}"#)
-        // Another job's report stays, and so does this one's while the file is nowhere.
-        directories.write(directories.spool + "/g.jpg", "g")
         directories.write(directories.destination + "/g.jpg.error.json", #"{"job":"01OTHER"}"#)
-        directories.write(directories.destination + "/h.jpg.error.json", #"{"job":"01JOBH"}"#)
-        for (name, token) in [("f.jpg", "01JOBF"), ("g.jpg", "01JOBG"), ("h.jpg", "01JOBH")] {
-            do {
-                _ = try files.bringBack(from: Array((directories.destination + "/" + name).utf8), to: Array(name.utf8), token: token)
-                Issue.record("\(name) brought back")
-            } catch {
-                guard case .missing = error else { Issue.record("\(name): \(error)"); continue }
-            }
-        }
-        #expect(try FileManager.default.contentsOfDirectory(atPath: directories.destination).sorted() == ["g.jpg.error.json", "h.jpg.error.json"])
-        #expect(try FileManager.default.contentsOfDirectory(atPath: directories.spool).sorted() == ["f.jpg", "g.jpg"])
+        files.removeFailureReport(of: Array((directories.destination + "/f.jpg").utf8), token: "01JOBF")
+        files.removeFailureReport(of: Array((directories.destination + "/g.jpg").utf8), token: "01JOBG")
+        files.removeFailureReport(of: Array((directories.destination + "/none.jpg").utf8), token: "01JOBN")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directories.destination) == ["g.jpg.error.json"])
     }
 
     @Test("with name and name.1 … name.9999 taken, the file is moved under a name of its job's own")
