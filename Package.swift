@@ -303,7 +303,7 @@ let package = Package(
         ),
         .testTarget(
             name: "FerrySpoolTests",
-            dependencies: ["FerrySpool", "FerrySystem"]
+            dependencies: ["FerrySpool", "FerrySystem", "FerryTestSupport"]
         ),
         .testTarget(
             name: "FerryQueueTests",

@@ -8,7 +8,8 @@ import TOMLKit
 /// ["v1", "v2"]`. Values take the placeholders of `[spool.fields]` (`{filename}`, `{size}`, …, `{{`
 /// and `}}` for braces) but never secret references: a producer must not be able to pull ferryd's
 /// secrets into a request. Names may not hold CR, LF or NUL (they are in a part's header), values
-/// not NUL (their line breaks are sent as they are); a name may not be the file part's. The fields are merged over the spool's (``merged(spool:file:)``): per-file values win.
+/// not NUL (their line breaks are sent as they are); a name may not be the file part's. The fields
+/// are merged over the spool's (``merged(spool:file:)``): per-file values win.
 public enum FieldSidecar {
     /// `"<name>.fields.toml"` beside a file holds that file's fields.
     public static let suffix = ".fields.toml"

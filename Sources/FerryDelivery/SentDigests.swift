@@ -54,6 +54,7 @@ public struct SentDigests: Sendable, Equatable {
         return nil
     }
 
+    /// The digest of `bytes` (an answer's body, as kept) with `algorithm`.
     static func digest(_ algorithm: DigestAlgorithm, _ bytes: [UInt8]) -> [UInt8] {
         switch algorithm {
         case .sha256: Array(SHA256.hash(data: bytes))

@@ -77,7 +77,6 @@ extension SpoolFiles {
         return placed
     }
 
-    /// Removes `name`'s `.error.json` sidecar in `directory` if it is this job's (it contains `token`).
     /// Removes the `.error.json` beside `movedPath` (an absolute path in the failed directory) if
     /// it is this job's (it contains `token`): for a file found back in the spool already, once the
     /// caller knows it is the version that failed (a bring-back cut by a stop after its rename).
@@ -87,6 +86,7 @@ extension SpoolFiles {
         removeSidecar(of: name, in: directory, token: token)
     }
 
+    /// Removes `name`'s `.error.json` sidecar in `directory` if it is this job's (it contains `token`).
     private func removeSidecar(of name: [UInt8], in directory: DirectoryHandle, token: String) {
         let sidecar = Self.sidecarName(for: name)
         if let text = directory.readPrefix(sidecar, limit: Self.sidecarReadLimit), Self.contains(text, Array(token.utf8)) {

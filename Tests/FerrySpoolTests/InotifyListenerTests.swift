@@ -1,4 +1,5 @@
 import FerrySystem
+import FerryTestSupport
 import Foundation
 import Synchronization
 import Testing
@@ -18,11 +19,8 @@ struct InotifyListenerTests {
         #expect(dup2(root, listener.descriptor) == listener.descriptor)
         let failures = Mutex<[String]>([])
         listener.start(onEvents: { _ in }, onFailure: { error in failures.withLock { $0.append("\(error)") } })
-        let deadline = ContinuousClock.now + .seconds(10)
-        while failures.withLock({ $0.isEmpty }), ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(10))
-        }
-        listener.stop()
+        defer { listener.stop() }
+        try await waitUntil("the reader's failure to be reported") { !failures.withLock { $0.isEmpty } }
         let reported = failures.withLock { $0 }
         #expect(reported.count == 1)
         #expect(reported.first?.contains("read the inotify descriptor") == true, "\(reported)")
