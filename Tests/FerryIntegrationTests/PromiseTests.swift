@@ -256,8 +256,8 @@ struct PromiseTests {
         }) { harness in
             try await harness.start()
             try harness.drop("r.txt", Array("r".utf8))
-            try await harness.waitForAccepted(1, timeout: .seconds(30))
-            let job = try #require(try await jobs(harness).first)
+            // The receiver stores the body before ferryd has its answer: wait for the outcome's record.
+            let job = try #require(try await waitForState(harness, .done, timeout: .seconds(30)).first)
             let history = try await attempts(harness, job)
             #expect(history.compactMap(\.httpStatus) == [408, 425, 429, 502, 504, 201])
             #expect(history.map(\.outcome) == [.retry, .retry, .retry, .retry, .retry, .success])
